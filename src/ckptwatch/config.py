@@ -1,0 +1,39 @@
+"""Paths and settings in one place: the project root, the default lake, environment overrides."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: Project root when running from a checkout (src/ckptwatch -> root).
+PROJECT_ROOT = PACKAGE_DIR.parent.parent
+
+
+def sql_dir() -> Path:
+    """Directory of the layered SQL views (``CKPTWATCH_SQL_DIR`` overrides)."""
+    env = os.environ.get("CKPTWATCH_SQL_DIR")
+    if env:
+        return Path(env)
+    return PROJECT_ROOT / "sql"
+
+
+def default_lake() -> Path:
+    """Default lake location (``CKPTWATCH_LAKE`` overrides): ``data/lake`` under the working dir."""
+    return Path(os.environ.get("CKPTWATCH_LAKE", "data/lake"))
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """Knobs of the ingest path."""
+
+    #: Longest raw text kept with a quarantined record (bytes of UTF-8).
+    quarantine_raw_max: int = 4096
+    #: Timestamp columns earlier than this year are rejected as implausible.
+    min_year: int = 2000
+    #: ... and later than this one.
+    max_year: int = 2100
+
+
+INGEST = IngestSettings()

@@ -1,0 +1,36 @@
+"""Named exceptions. The CLI and flow edge turns each into one actionable line and an exit code."""
+
+from __future__ import annotations
+
+
+class CkptwatchError(Exception):
+    """Base class: a failure the user can act on; its message says what, where and what to do."""
+
+
+class RawDirError(CkptwatchError):
+    """The raw input directory is missing, unreadable or not a directory."""
+
+
+class LakeError(CkptwatchError):
+    """The lake cannot be read or written (missing, permissions, disk full, corrupt manifest)."""
+
+
+class LakeLockedError(LakeError):
+    """Another ingest or nightly run holds the lake's lock."""
+
+
+class RecordError(CkptwatchError):
+    """One input record is malformed; it goes to quarantine, the run continues."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+
+
+class UnknownFormatError(CkptwatchError):
+    """A raw file's format could not be recognised from its place or content."""
+
+
+class QueryError(CkptwatchError):
+    """A SQL query or view build failed."""

@@ -1,0 +1,162 @@
+"""Canonical Arrow schemas of the lake, defined once. Units live in column names.
+
+Every table carries two provenance columns: ``source_file`` (path of the raw file, relative to
+the raw directory) and ``ingested_ts``. Time-series tables are partitioned by the UTC date of
+their ``partition_column``; tables without time (``jobs``, ``topology``) by ingest date.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+
+PROVENANCE = [
+    pa.field("source_file", pa.string(), nullable=False),
+    pa.field("ingested_ts", TS, nullable=False),
+]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A lake table: name, Arrow schema, the column that decides its date partition."""
+
+    name: str
+    schema: pa.Schema
+    partition_column: str
+    #: Columns a raw record must provide (the rest are optional or derived).
+    required: tuple[str, ...]
+    doc: str
+
+
+def _schema(*fields: pa.Field) -> pa.Schema:
+    return pa.schema([*fields, *PROVENANCE])
+
+
+CHECKPOINT_WRITES = Table(
+    name="checkpoint_writes",
+    schema=_schema(
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("tier", pa.string(), nullable=False),
+        pa.field("target", pa.string()),
+        pa.field("start_ts", TS, nullable=False),
+        pa.field("end_ts", TS, nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("open_s", pa.float64()),
+        pa.field("write_s", pa.float64()),
+        pa.field("fsync_s", pa.float64()),
+        pa.field("close_s", pa.float64()),
+        pa.field("status", pa.string(), nullable=False),
+    ),
+    partition_column="start_ts",
+    required=("job_id", "step", "rank", "node", "tier", "start_time", "end_time", "bytes"),
+    doc="One row per rank per checkpoint: when it wrote, how much, and where the time went.",
+)
+
+JOBS = Table(
+    name="jobs",
+    schema=_schema(
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("n_ranks", pa.int32(), nullable=False),
+        pa.field("checkpoint_timeout_s", pa.float64(), nullable=False),
+        pa.field("checkpoint_interval_s", pa.float64()),
+        pa.field("step_time_s", pa.float64()),
+        pa.field("gpus_per_node", pa.int32()),
+    ),
+    partition_column="ingested_ts",
+    required=("job_id", "n_ranks", "checkpoint_timeout_s"),
+    doc="Job metadata: size and the checkpoint timeout its watchdog enforces.",
+)
+
+NVME_SMART = Table(
+    name="nvme_smart",
+    schema=_schema(
+        pa.field("ts", TS, nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("device", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+        pa.field("model", pa.string()),
+        pa.field("serial", pa.string()),
+        pa.field("firmware", pa.string()),
+    ),
+    partition_column="ts",
+    required=("ts", "node", "device", "metric", "value"),
+    doc="NVMe SMART / health and vendor logs, long form; metric names carry units.",
+)
+
+FABRIC_COUNTERS = Table(
+    name="fabric_counters",
+    schema=_schema(
+        pa.field("ts", TS, nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("device", pa.string(), nullable=False),
+        pa.field("port", pa.string(), nullable=False),
+        pa.field("counter", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+    ),
+    partition_column="ts",
+    required=("ts", "node", "device", "port", "counter", "value"),
+    doc="Cumulative fabric counters (InfiniBand, RoCE/Ethernet), long form.",
+)
+
+POOL_METRICS = Table(
+    name="pool_metrics",
+    schema=_schema(
+        pa.field("ts", TS, nullable=False),
+        pa.field("pool", pa.string(), nullable=False),
+        pa.field("target", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+    ),
+    partition_column="ts",
+    required=("ts", "pool", "target", "metric", "value"),
+    doc="Disaggregated pool telemetry per target: gc_active, free_blocks_pct, metadata latency.",
+)
+
+TOPOLOGY = Table(
+    name="topology",
+    schema=_schema(
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("leaf_switch", pa.string(), nullable=False),
+        pa.field("nic", pa.string()),
+        pa.field("port", pa.string()),
+    ),
+    partition_column="ingested_ts",
+    required=("node", "leaf_switch"),
+    doc="Which leaf switch each node's NIC hangs off.",
+)
+
+QUARANTINE = Table(
+    name="quarantine",
+    schema=_schema(
+        pa.field("table", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("raw", pa.string()),
+    ),
+    partition_column="ingested_ts",
+    required=("reason",),
+    doc="Rejected records: file, line (1-based; null for whole-file problems), reason, raw text.",
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (CHECKPOINT_WRITES, JOBS, NVME_SMART, FABRIC_COUNTERS, POOL_METRICS, TOPOLOGY,
+              QUARANTINE)
+}
+
+TIERS = ("local", "pool")
+STATUSES = ("ok", "error", "timeout")
+ENVELOPE_SOURCES = (
+    "smartctl", "nvme-smart-log", "nvme-ocp-smart", "perfquery", "sysfs-ib", "ethtool",
+    "prometheus",
+)
