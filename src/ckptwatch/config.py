@@ -19,6 +19,11 @@ def sql_dir() -> Path:
     return PROJECT_ROOT / "sql"
 
 
+def pipelines_dir() -> Path:
+    """Directory holding the Prefect flows (``CKPTWATCH_PIPELINES_DIR`` overrides)."""
+    return Path(os.environ.get("CKPTWATCH_PIPELINES_DIR", PROJECT_ROOT / "pipelines"))
+
+
 def default_lake() -> Path:
     """Default lake location (``CKPTWATCH_LAKE`` overrides): ``data/lake`` under the working dir."""
     return Path(os.environ.get("CKPTWATCH_LAKE", "data/lake"))

@@ -31,6 +31,8 @@ class Parsed:
 
     frames: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
     rejects: list[Reject] = field(default_factory=list)
+    #: Non-fatal remarks about the input (e.g. extra columns ignored), shown in the summary.
+    notes: list[str] = field(default_factory=list)
 
     def add(self, table: str, frame: pl.DataFrame) -> None:
         """Append rows for ``table`` (skipped when empty)."""
@@ -47,6 +49,7 @@ class Parsed:
         for table, frames in other.frames.items():
             self.frames.setdefault(table, []).extend(frames)
         self.rejects.extend(other.rejects)
+        self.notes.extend(other.notes)
 
     def rows(self, table: str) -> int:
         """Row count for ``table``."""

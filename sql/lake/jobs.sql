@@ -1,0 +1,10 @@
+-- jobs: every Parquet part of the lake table, hive-partitioned by date.
+-- Set the lake first:  SET VARIABLE lake = 'data/lake';
+create or replace view jobs as
+select *
+from read_parquet(
+    getvariable('lake') || '/jobs/*/*.parquet',
+    hive_partitioning = true,
+    hive_types = {'date': date},
+    union_by_name = true
+);

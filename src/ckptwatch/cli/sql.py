@@ -1,0 +1,51 @@
+"""`ckptwatch sql --lake LAKE "select …"`: DuckDB over the lake, every view by name."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ckptwatch.config import default_lake
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``sql`` command."""
+    p = sub.add_parser(
+        "sql", help="run SQL over the lake (DuckDB; tables and marts as views)",
+        description="Run one SQL query with DuckDB over the lake. Every lake table "
+        "(checkpoint_writes, jobs, nvme_smart, fabric_counters, pool_metrics, topology, "
+        "quarantine) and every view in sql/ (stg_*, marts) is available by name. "
+        "Use --list to see them.")
+    p.add_argument("query", nargs="?", help="SQL text, or - to read it from stdin")
+    p.add_argument("--lake", type=Path, default=default_lake(),
+                   help="lake directory (default: %(default)s; env CKPTWATCH_LAKE)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="output format (default: %(default)s)")
+    p.add_argument("--list", action="store_true", help="list the views and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the query and print the result."""
+    from ckptwatch.errors import CkptwatchError
+    from ckptwatch.query import connect, run_sql, view_files
+    from ckptwatch.summary import render_table
+
+    if args.list:
+        for f in view_files():
+            print(f"{f.stem:<28} {f.parent.name}")
+        return 0
+    if not args.query:
+        raise CkptwatchError("no query given (pass SQL text, or - for stdin)")
+    sql = sys.stdin.read() if args.query == "-" else args.query
+    con = connect(args.lake)
+    df = run_sql(con, sql)
+    if args.format == "csv":
+        sys.stdout.write(df.write_csv())
+    elif args.format == "json":
+        sys.stdout.write(df.write_json() + "\n")
+    else:
+        print(render_table(df, float_precision=3))
+        print(f"({df.height} row{'s' if df.height != 1 else ''})")
+    return 0

@@ -1,0 +1,189 @@
+"""Find the raw files under a raw directory and recognise each by its place and its content.
+
+Places (DESIGN "Input contract"): ``checkpoints/``, ``jobs/``, ``smart/``, ``fabric/``, ``pool/``
+and ``topology.csv``. Content decides where the place is silent or wrong: a CSV/JSONL/Parquet's
+columns name its table, an envelope has ``output``, a tool's raw output is recognised by the
+registered detectors. ``.gz`` files are read decompressed. Nothing is skipped silently: a file
+that nothing recognises becomes a quarantined record saying so.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ckptwatch.errors import RawDirError
+from ckptwatch.sources import load_all
+from ckptwatch.sources.base import detect_tool
+
+PLACES = {
+    "checkpoints": "checkpoint_writes",
+    "jobs": "jobs",
+    "pool": "pool_metrics",
+    "topology": "topology",
+    "fabric": "fabric_counters",
+    "smart": "nvme_smart",
+}
+TOOL_PLACES = {"smart", "fabric"}
+TABULAR_SUFFIXES = {".csv", ".jsonl", ".ndjson", ".json", ".parquet"}
+HEAD_BYTES = 1 << 16
+#: Files that live beside telemetry but are not telemetry; listed in the summary as ignored.
+IGNORED_NAMES = {"readme.md", "readme", "readme.txt", "labels.json", "provenance.md"}
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A raw file and what it was recognised as.
+
+    ``kind`` is ``tabular`` (a canonical table file; ``table`` says which), ``envelope``,
+    ``tool`` (a bare tool output for ``node``), ``dlio`` (MLPerf Storage/DLIO per-rank stats)
+    ``unknown`` (``reason`` says why) or ``ignored`` (documentation, labels).
+    """
+
+    path: Path
+    rel: str
+    kind: str
+    table: str | None = None
+    node: str | None = None
+    reason: str | None = None
+
+    @property
+    def suffix(self) -> str:
+        """Suffix with any ``.gz`` removed."""
+        p = self.path
+        return Path(p.stem).suffix.lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
+
+
+def read_bytes(path: Path) -> bytes:
+    """File content, decompressed when it ends in ``.gz``."""
+    data = path.read_bytes()
+    if path.suffix.lower() == ".gz":
+        return gzip.decompress(data)
+    return data
+
+
+def table_for_columns(columns: Iterable[str]) -> str | None:
+    """The lake table whose contract these column names are, if any."""
+    c = {x.strip().lower() for x in columns}
+    if {"rank", "step"} <= c and c & {"start_time", "start_ts", "start"}:
+        return "checkpoint_writes"
+    if {"n_ranks", "checkpoint_timeout_s"} <= c:
+        return "jobs"
+    if {"counter", "value", "port"} <= c:
+        return "fabric_counters"
+    if {"pool", "metric", "value"} <= c:
+        return "pool_metrics"
+    if "node" in c and c & {"leaf_switch", "leaf"}:
+        return "topology"
+    return None
+
+
+def _head(path: Path) -> bytes:
+    if path.suffix.lower() == ".gz":
+        with gzip.open(path, "rb") as fh:
+            return fh.read(HEAD_BYTES)
+    with open(path, "rb") as fh:
+        return fh.read(HEAD_BYTES)
+
+
+def _is_dlio(obj: object) -> bool:
+    if not isinstance(obj, dict) or not obj:
+        return False
+    return any(isinstance(v, dict) and any(str(k).startswith(("save_ckpt", "load_ckpt"))
+                                          for k in v) for v in obj.values())
+
+
+def classify(path: Path, rel: str) -> RawFile:
+    """Recognise one raw file."""
+    parts = Path(rel).parts
+    place = parts[0] if len(parts) > 1 else Path(parts[0]).stem.split(".")[0]
+    node = parts[1] if place in TOOL_PLACES and len(parts) >= 3 else None
+    name = path.name.lower()
+    try:
+        head = _head(path)
+    except (OSError, EOFError) as exc:
+        return RawFile(path, rel, "unknown", reason=f"cannot read file: {exc}")
+    suffix = Path(name[:-3]).suffix if name.endswith(".gz") else Path(name).suffix
+    if head[:4] == b"PAR1" or suffix == ".parquet":
+        try:
+            cols = pq.read_schema(path).names
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types here
+            return RawFile(path, rel, "unknown", reason=f"unreadable Parquet: {exc}")
+        table = table_for_columns(cols) or PLACES.get(place)
+        if table is None or table == "nvme_smart":
+            return RawFile(path, rel, "unknown", reason=f"Parquet columns {cols} match no table")
+        return RawFile(path, rel, "tabular", table=table)
+    text = head.decode("utf-8", errors="replace")
+    first = text.lstrip().split("\n", 1)[0].strip()
+    if first.startswith("{"):
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            if "output" in obj:
+                return RawFile(path, rel, "envelope", node=node)
+            table = table_for_columns(obj)
+            if table:
+                return RawFile(path, rel, "tabular", table=table)
+        # A whole-file JSON document: a tool output or DLIO stats.
+        try:
+            whole = json.loads(read_bytes(path))
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+            whole = None
+        if whole is not None:
+            if _is_dlio(whole) or name.endswith("per_epoch_stats.json"):
+                return RawFile(path, rel, "dlio")
+            load_all()
+            if detect_tool(whole):
+                return _tool_or_unknown(path, rel, place, node)
+        if place in PLACES and place not in TOOL_PLACES:
+            return RawFile(path, rel, "tabular", table=PLACES[place])
+        if place in TOOL_PLACES:
+            return _tool_or_unknown(path, rel, place, node)
+        return RawFile(path, rel, "unknown", reason="JSON that matches no known input")
+    if "," in first:
+        table = table_for_columns(first.split(","))
+        if table:
+            return RawFile(path, rel, "tabular", table=table)
+    load_all()
+    if detect_tool(text):
+        return _tool_or_unknown(path, rel, place, node)
+    if place in PLACES and place not in TOOL_PLACES and suffix in TABULAR_SUFFIXES:
+        return RawFile(path, rel, "tabular", table=PLACES[place])
+    where = f"under {place}/" if place in PLACES else "outside the known directories"
+    return RawFile(path, rel, "unknown", reason=(
+        f"unrecognised file {where}: not a canonical table (checkpoints, jobs, fabric counters, "
+        "pool metrics, topology), an envelope, or a known tool's output"))
+
+
+def _tool_or_unknown(path: Path, rel: str, place: str, node: str | None) -> RawFile:
+    if node is None:
+        return RawFile(path, rel, "unknown", reason=(
+            f"a bare tool output must sit under {place}/<node>/ so its node is known "
+            "(or be wrapped in a JSON Lines envelope with 'node')"))
+    return RawFile(path, rel, "tool", node=node)
+
+
+def discover(raw_dir: Path) -> list[RawFile]:
+    """Every raw file under ``raw_dir`` (hidden files and dirs skipped), sorted by path."""
+    if not raw_dir.exists():
+        raise RawDirError(f"raw directory {raw_dir} does not exist")
+    if not raw_dir.is_dir():
+        raise RawDirError(f"{raw_dir} is not a directory")
+    out = []
+    for path in sorted(raw_dir.rglob("*")):
+        rel_parts = path.relative_to(raw_dir).parts
+        if any(p.startswith(".") for p in rel_parts) or not path.is_file():
+            continue
+        if path.name.lower() in IGNORED_NAMES:
+            out.append(RawFile(path, "/".join(rel_parts), "ignored",
+                               reason="documentation or scenario labels, not telemetry"))
+            continue
+        out.append(classify(path, "/".join(rel_parts)))
+    return out

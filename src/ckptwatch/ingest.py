@@ -1,0 +1,210 @@
+"""Ingest: raw files -> canonical rows -> lake parts, one source file at a time.
+
+The steps are separate functions so that the Prefect flow (``pipelines/ingest.py``) can run them
+as tasks: ``discover`` -> ``parse_file`` -> ``write_file``. ``ingest`` runs them in-process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from ckptwatch.discover import RawFile, discover, read_bytes
+from ckptwatch.errors import RecordError
+from ckptwatch.lake import Lake, ManifestEntry
+from ckptwatch.schema import QUARANTINE, TABLES
+from ckptwatch.sources.base import Parsed, Reject
+from ckptwatch.sources.envelope import read_envelopes, read_tool_file, time_from_name
+from ckptwatch.sources.tabular import LOADERS, canonicalise
+
+
+@dataclass
+class ParsedFile:
+    """One raw file after parsing: its identity (``key``) and what it produced."""
+
+    raw: RawFile
+    key: str
+    size_bytes: int
+    parsed: Parsed
+    already: bool = False
+    error: str | None = None
+
+
+@dataclass
+class FileResult:
+    """What happened to one raw file."""
+
+    rel: str
+    status: str  # ingested | skipped (already in the lake) | ignored | failed
+    rows: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class IngestReport:
+    """The outcome of one ingest run."""
+
+    raw_dir: Path
+    lake: Path
+    files: list[FileResult]
+    recovered: int
+    elapsed_s: float
+
+    def count(self, status: str) -> int:
+        """Files with this status."""
+        return sum(f.status == status for f in self.files)
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """Rows written per table in this run."""
+        out: dict[str, int] = {}
+        for f in self.files:
+            for t, n in f.rows.items():
+                out[t] = out.get(t, 0) + n
+        return out
+
+    @property
+    def quarantined(self) -> int:
+        """Records quarantined in this run."""
+        return sum(f.quarantined for f in self.files)
+
+
+def file_key(data: bytes, raw: RawFile) -> str:
+    """Identity of a source file: its content, plus the node its path names (bare tool output)."""
+    h = hashlib.sha256(data)
+    if raw.kind == "tool" and raw.node:
+        h.update(b"\0node=" + raw.node.encode())
+    return h.hexdigest()
+
+
+def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
+    """Read and parse one raw file (skips the parse when its key is already in ``known``)."""
+    try:
+        data = read_bytes(raw.path)
+    except (OSError, EOFError) as exc:
+        return ParsedFile(raw, "", 0, Parsed(), error=f"cannot read {raw.rel}: {exc}")
+    key = file_key(data, raw)
+    if known is not None and key in known:
+        return ParsedFile(raw, key, len(data), Parsed(), already=True)
+    parsed = Parsed()
+    try:
+        if raw.kind == "tabular":
+            assert raw.table is not None
+            parsed = _parse_tabular(raw, data)
+        elif raw.kind == "envelope":
+            parsed = read_envelopes(data, file_label=raw.rel, default_node=raw.node)
+        elif raw.kind == "tool":
+            assert raw.node is not None
+            ts = time_from_name(raw.path.name) or datetime.fromtimestamp(
+                raw.path.stat().st_mtime, tz=UTC)
+            parsed = read_tool_file(data, file_label=raw.rel, node=raw.node, ts=ts)
+        elif raw.kind == "dlio":
+            parsed = _parse_dlio(raw, data)
+        else:
+            parsed.rejects.append(Reject(raw.reason or "unrecognised file", None,
+                                         _clip(data)))
+    except RecordError as exc:
+        parsed = Parsed(rejects=[Reject(exc.reason, exc.line, _clip(data), raw.table)])
+    return ParsedFile(raw, key, len(data), parsed)
+
+
+def _parse_tabular(raw: RawFile, data: bytes) -> Parsed:
+    assert raw.table is not None
+    loader = LOADERS.get(raw.suffix)
+    if loader is None:
+        raise RecordError(f"unsupported file type '{raw.suffix}' for {raw.table} "
+                          f"(use .jsonl, .csv or .parquet)")
+    return canonicalise(loader(data, raw.table), raw.table, file_label=raw.rel)
+
+
+def _parse_dlio(raw: RawFile, data: bytes) -> Parsed:
+    try:
+        from ckptwatch.sources import mlperf
+    except ImportError as exc:
+        raise RecordError("MLPerf Storage / DLIO parser not available in this build") from exc
+    return mlperf.read_dlio_file(data, rel=raw.rel)  # type: ignore[attr-defined,no-any-return]
+
+
+def _clip(data: bytes) -> str:
+    from ckptwatch.config import INGEST
+
+    return data[: INGEST.quarantine_raw_max].decode("utf-8", "ignore")
+
+
+def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
+    """Write one parsed file's parts and commit it (journal first, manifest last)."""
+    raw = pf.raw
+    if pf.error:
+        return FileResult(raw.rel, "failed", error=pf.error)
+    if raw.kind == "ignored":
+        return FileResult(raw.rel, "ignored", notes=[f"{raw.rel}: {raw.reason}"])
+    if pf.already:
+        return FileResult(raw.rel, "skipped")
+    prov = {"source_file": pl.lit(raw.rel), "ingested_ts": pl.lit(ingested_ts).cast(
+        pl.Datetime("us", "UTC"))}
+    planned: list[tuple[str, str, pl.DataFrame]] = []
+    rows: dict[str, int] = {}
+    for table, frames in sorted(pf.parsed.frames.items()):
+        frame = pl.concat(frames, how="diagonal_relaxed").with_columns(**prov)
+        rows[table] = frame.height
+        for rel, part in lake.plan_parts(pf.key, TABLES[table], frame):
+            planned.append((table, rel, part))
+    rejects = pf.parsed.rejects
+    if rejects:
+        q = pl.DataFrame(
+            {
+                "table": [r.table or raw.table for r in rejects],
+                "line": [r.line for r in rejects],
+                "reason": [r.reason for r in rejects],
+                "raw": [r.raw for r in rejects],
+            },
+            schema={"table": pl.String, "line": pl.Int64, "reason": pl.String, "raw": pl.String},
+        ).with_columns(**prov)
+        for rel, part in lake.plan_parts(pf.key, QUARANTINE, q):
+            planned.append((QUARANTINE.name, rel, part))
+    lake.begin(pf.key, [rel for _, rel, _ in planned])
+    for table, rel, part in planned:
+        lake.write_part(rel, TABLES[table], part)
+    lake.commit(ManifestEntry(
+        key=pf.key, path=raw.rel, size_bytes=pf.size_bytes,
+        ingested_ts=ingested_ts.isoformat(), rows=rows, quarantined=len(rejects),
+        parts=[rel for _, rel, _ in planned]))
+    notes = list(pf.parsed.notes)
+    if not rows and not rejects:
+        notes.append(f"{raw.rel}: no records in this file")
+    return FileResult(raw.rel, "ingested", rows=rows, quarantined=len(rejects), notes=notes)
+
+
+def prepare_lake(lake_root: Path) -> tuple[Lake, int]:
+    """Create the lake if needed and roll back any interrupted file; returns (lake, rolled back)."""
+    lake = Lake(lake_root)
+    lake.init()
+    return lake, lake.recover()
+
+
+def ingest(raw_dir: Path, lake_root: Path, *,
+           progress: Callable[[int, int, str], None] | None = None,
+           lock_wait_s: float = 600.0) -> IngestReport:
+    """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``."""
+    t0 = time.monotonic()
+    files = discover(raw_dir)
+    lake = Lake(lake_root)
+    lake.root.mkdir(parents=True, exist_ok=True)
+    with lake.lock(wait_s=lock_wait_s):
+        lake, recovered = prepare_lake(lake_root)
+        known = lake.manifest_keys()
+        now = datetime.now(UTC)
+        results = []
+        for i, raw in enumerate(files, start=1):
+            if progress:
+                progress(i, len(files), raw.rel)
+            results.append(write_file(lake, parse_file(raw, known), now))
+    return IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0)

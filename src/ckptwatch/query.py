@@ -1,0 +1,83 @@
+"""DuckDB over the lake: build the views of ``sql/`` in layer order, run queries.
+
+The SQL files are the source of truth; each is ``create or replace view <file name> as …`` and
+reads the lake through the ``lake`` variable, so the same files run in the ``duckdb`` CLI after
+``SET VARIABLE lake = 'data/lake';`` (see ``sql/build.sql``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from ckptwatch.config import sql_dir
+from ckptwatch.errors import LakeError, QueryError
+from ckptwatch.lake import Lake
+
+LAYERS = ("lake", "staging", "intermediate", "marts")
+
+
+def view_files(root: Path | None = None) -> list[Path]:
+    """Every view file in build order: by layer, then dependencies, then name."""
+    root = root or sql_dir()
+    ordered: list[Path] = []
+    for layer in LAYERS:
+        files = sorted((root / layer).glob("*.sql"))
+        names = {f.stem: f for f in files}
+        deps = {
+            f.stem: {n for n in names if n != f.stem
+                     and re.search(rf"\b{re.escape(n)}\b", _strip_comments(f.read_text()))}
+            for f in files
+        }
+        done: set[str] = set()
+        while len(done) < len(files):
+            ready = sorted(n for n in names if n not in done and deps[n] <= done)
+            if not ready:
+                cycle = sorted(set(names) - done)
+                raise QueryError(f"circular view references in sql/{layer}: {', '.join(cycle)}")
+            for n in ready:
+                ordered.append(names[n])
+                done.add(n)
+    return ordered
+
+
+def _strip_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*", "", sql)
+
+
+def connect(lake_root: Path | str, *, build: bool = True,
+            database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every view of ``sql/`` built over the lake."""
+    lake = Lake(lake_root)
+    if not lake.exists():
+        raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
+                        f"{lake.root}` first)")
+    con = duckdb.connect(database)
+    con.execute("SET VARIABLE lake = ?", [str(lake.root)]).fetchall()
+    if build:
+        for f in view_files():
+            try:
+                con.execute(f.read_text()).fetchall()
+            except duckdb.Error as exc:
+                raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
+    return con
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str,
+            params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+    """Run one query and return a polars frame; DuckDB errors become ``QueryError``."""
+    try:
+        rel = con.sql(sql, params=params)
+        return rel.pl() if rel is not None else pl.DataFrame()
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).splitlines()[0]) from exc
+
+
+def run_file(con: duckdb.DuckDBPyConnection, path: Path,
+             params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+    """Run a query file from ``sql/`` (e.g. ``sql/reports/…``)."""
+    return run_sql(con, path.read_text(), params)

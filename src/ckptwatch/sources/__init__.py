@@ -1,0 +1,15 @@
+"""One module per telemetry format. Importing this package registers every tool parser."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+_NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv"}
+
+
+def load_all() -> None:
+    """Import every format module so that its ``register_tool`` runs."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.name not in _NOT_FORMATS and not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")

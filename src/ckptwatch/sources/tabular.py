@@ -1,0 +1,279 @@
+"""Readers of the canonical tabular inputs (DESIGN "Input contract" 1, 2, 4-long, 5, 6).
+
+JSON Lines, CSV and Parquet files whose columns are the contract's: checkpoint records, job
+metadata, long fabric counters, pool telemetry and topology. Reading is vectorised (polars);
+a line-by-line path runs only when the fast path meets a malformed file, to isolate bad lines.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ckptwatch.config import INGEST
+from ckptwatch.errors import RecordError
+from ckptwatch.schema import CHECKPOINT_WRITES, FABRIC_COUNTERS, PROVENANCE, STATUSES, TABLES, TIERS
+from ckptwatch.sources.base import Parsed, Reject
+from ckptwatch.sources.coerce import coerce_expr
+
+LINE = "__line"
+RAW = "__raw"
+
+#: Raw column names accepted for a canonical column (first is the contract's name).
+ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "checkpoint_writes": {
+        "start_ts": ("start_time", "start_ts", "start"),
+        "end_ts": ("end_time", "end_ts", "end"),
+    },
+    "fabric_counters": {"ts": ("ts", "time", "timestamp", "collected_at")},
+    "pool_metrics": {"ts": ("ts", "time", "timestamp")},
+    "jobs": {},
+    "topology": {"leaf_switch": ("leaf_switch", "leaf", "switch")},
+}
+#: Columns the ingest fills in itself (not read from the file).
+DERIVED = {"checkpoint_writes": {"duration_s"}, "fabric_counters": {"source"}}
+PROVENANCE_NAMES = {f.name for f in PROVENANCE}
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A raw file loaded as a frame, with the 1-based line of each record and its raw text."""
+
+    df: pl.DataFrame
+    rejects: list[Reject]
+
+
+def _canonical_dtypes(table: str) -> dict[str, pl.DataType]:
+    schema = TABLES[table].schema
+    empty = pl.from_arrow(schema.empty_table())
+    assert isinstance(empty, pl.DataFrame)
+    return {k: v for k, v in empty.schema.items() if k not in PROVENANCE_NAMES}
+
+
+def _clip(text: str) -> str:
+    raw = text.encode("utf-8", "replace")[: INGEST.quarantine_raw_max]
+    return raw.decode("utf-8", "ignore")
+
+
+def _jsonable(v: Any) -> Any:
+    return v if v is None or isinstance(v, str | int | float | bool) else json.dumps(v)
+
+
+def load_jsonl(data: bytes, table: str) -> Frame:
+    """JSON Lines: fast polars path; line by line only when a line is malformed or blank."""
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    try:
+        if any(not ln.strip() for ln in lines):
+            raise ValueError("blank lines: take the careful path")
+        df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+        if df.height != len(lines) or any(isinstance(t, pl.Struct | pl.List) for t in df.dtypes):
+            raise ValueError("shape mismatch: take the careful path")
+        df = df.with_columns(
+            pl.int_range(1, df.height + 1, dtype=pl.Int64).alias(LINE),
+            pl.Series(RAW, lines, dtype=pl.String),
+        )
+        return Frame(df, [])
+    except Exception:  # noqa: BLE001 - any fast-path failure falls back to the careful reader
+        pass
+    rows: list[dict[str, Any]] = []
+    rejects: list[Reject] = []
+    for i, ln in enumerate(lines, start=1):
+        if not ln.strip():
+            continue
+        try:
+            obj = json.loads(ln)
+        except json.JSONDecodeError as exc:
+            rejects.append(Reject(f"invalid JSON ({exc.msg} at column {exc.colno})", i,
+                                  _clip(ln), table))
+            continue
+        if not isinstance(obj, dict):
+            rejects.append(Reject(f"expected a JSON object, got {type(obj).__name__}", i,
+                                  _clip(ln), table))
+            continue
+        row = {str(k): _jsonable(v) for k, v in obj.items()}
+        row[LINE] = i
+        row[RAW] = ln
+        rows.append(row)
+    if not rows:
+        return Frame(pl.DataFrame({LINE: [], RAW: []},
+                                  schema={LINE: pl.Int64, RAW: pl.String}), rejects)
+    strs = [{k: (v if k == LINE or v is None else str(v)) for k, v in r.items()} for r in rows]
+    df = pl.DataFrame(strs, infer_schema_length=None)
+    return Frame(df, rejects)
+
+
+def load_csv(data: bytes, table: str) -> Frame:
+    """CSV with a header row; every value read as text, typed later."""
+    try:
+        df = pl.read_csv(io.BytesIO(data), infer_schema=False, truncate_ragged_lines=False)
+        df = df.with_columns(pl.int_range(2, df.height + 2, dtype=pl.Int64).alias(LINE))
+        cols = [c for c in df.columns if c != LINE]
+        df = df.with_columns(
+            pl.concat_str([pl.col(c).fill_null("") for c in cols], separator=",").alias(RAW)
+        )
+        return Frame(df, [])
+    except Exception:  # noqa: BLE001 - ragged or odd CSV: isolate the bad lines
+        pass
+    text = data.decode("utf-8", errors="replace")
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        return Frame(pl.DataFrame(), [])
+    rows: list[dict[str, Any]] = []
+    rejects: list[Reject] = []
+    for rec in reader:
+        line = reader.line_num
+        if not any(v.strip() for v in rec):
+            continue
+        if len(rec) != len(header):
+            rejects.append(Reject(f"CSV row has {len(rec)} fields, header has {len(header)}",
+                                  line, _clip(",".join(rec)), table))
+            continue
+        row: dict[str, Any] = dict(zip(header, rec, strict=True))
+        row[LINE] = line
+        row[RAW] = ",".join(rec)
+        rows.append(row)
+    df = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+    return Frame(df, rejects)
+
+
+def load_parquet(data: bytes, table: str) -> Frame:
+    """Parquet: the record number stands in for the line."""
+    try:
+        df = pl.read_parquet(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - pyarrow/polars raise many types for bad files
+        raise RecordError(f"unreadable Parquet: {exc}") from exc
+    nested = [c for c, t in df.schema.items() if t.is_nested()]
+    df = df.with_columns(pl.col(c).cast(pl.String, strict=False) for c in nested)
+    df = df.with_columns(pl.int_range(1, df.height + 1, dtype=pl.Int64).alias(LINE))
+    raw = pl.struct([c for c in df.columns if c != LINE]).struct.json_encode()
+    return Frame(df.with_columns(raw.alias(RAW)), [])
+
+
+LOADERS = {".jsonl": load_jsonl, ".ndjson": load_jsonl, ".json": load_jsonl,
+           ".csv": load_csv, ".parquet": load_parquet}
+
+
+def _rename(df: pl.DataFrame, table: str, wanted: dict[str, pl.DataType]) -> tuple[
+        pl.DataFrame, list[str]]:
+    """Map raw column names (case/space-insensitive, aliases) to canonical names."""
+    lower = {c.strip().lower(): c for c in df.columns if c not in (LINE, RAW)}
+    mapping: dict[str, str] = {}
+    for canon in wanted:
+        for alias in ALIASES.get(table, {}).get(canon, (canon,)):
+            if alias in lower and lower[alias] not in mapping:
+                mapping[lower[alias]] = canon
+                break
+    extra = sorted(c for c in df.columns if c not in mapping and c not in (LINE, RAW))
+    return df.rename(mapping), extra
+
+
+def _row_checks(table: str) -> list[tuple[pl.Expr, str]]:
+    """Row-level validity rules: (expression true where bad, reason)."""
+    checks: list[tuple[pl.Expr, str]] = []
+    if table == CHECKPOINT_WRITES.name:
+        checks += [
+            (pl.col("end_ts") < pl.col("start_ts"), "end_time before start_time"),
+            (pl.col("bytes") < 0, "negative bytes"),
+            (~pl.col("tier").is_in(TIERS), f"tier must be one of {', '.join(TIERS)}"),
+            (~pl.col("status").is_in(STATUSES), f"status must be one of {', '.join(STATUSES)}"),
+            (pl.col("step") < 0, "negative step"),
+            (pl.col("rank") < 0, "negative rank"),
+        ]
+        for phase in ("open_s", "write_s", "fsync_s", "close_s"):
+            checks.append((pl.col(phase) < 0, f"negative {phase}"))
+    if table == "jobs":
+        checks += [
+            (pl.col("n_ranks") <= 0, "n_ranks must be positive"),
+            (pl.col("checkpoint_timeout_s") <= 0, "checkpoint_timeout_s must be positive"),
+        ]
+    return checks
+
+
+def canonicalise(frame: Frame, table: str, *, file_label: str,
+                 source: str = "canonical") -> Parsed:
+    """Type, validate and split a loaded frame into canonical rows and rejects."""
+    out = Parsed(rejects=list(frame.rejects))
+    df = frame.df
+    if df.height == 0:
+        return out
+    dtypes = _canonical_dtypes(table)
+    readable = {k: v for k, v in dtypes.items() if k not in DERIVED.get(table, set())}
+    df, extra = _rename(df, table, readable)
+    if extra:
+        out.notes.append(f"{file_label}: extra columns ignored: {', '.join(extra)}")
+    spec = TABLES[table]
+    required = {c for c in readable if not dtypes_nullable(table, c)}
+    missing = sorted(c for c in required if c not in df.columns and c != "status")
+    if missing:
+        names = [ALIASES.get(table, {}).get(c, (c,))[0] for c in missing]
+        raise RecordError(
+            f"missing required column(s) {', '.join(names)} for {spec.name} "
+            f"(found: {', '.join(c for c in df.columns if c not in (LINE, RAW))}); "
+            f"none of its {df.height} records were ingested"
+        )
+    values: list[pl.Expr] = []
+    reasons: list[pl.Expr] = []
+    for col, dtype in readable.items():
+        if col not in df.columns:
+            values.append(pl.lit(None, dtype=dtype).alias(col))
+            continue
+        val, bad = coerce_expr(col, dtype)
+        values.append(val.alias(col))
+        shown = pl.col(col).cast(pl.String).str.slice(0, 80)
+        kind = "a timestamp" if isinstance(dtype, pl.Datetime) else (
+            "an integer" if dtype in (pl.Int64, pl.Int32) else "a finite number")
+        reasons.append(pl.when(bad).then(
+            pl.format("{}: '{}' is not {}", pl.lit(col), shown, pl.lit(kind))))
+    typed = df.select(pl.col(LINE), pl.col(RAW), *values, *[r.alias(f"__r{i}")
+                                                           for i, r in enumerate(reasons)])
+    if table == CHECKPOINT_WRITES.name:
+        typed = typed.with_columns(pl.col("status").fill_null("ok").str.to_lowercase(),
+                                   pl.col("tier").str.to_lowercase())
+    checks = []
+    for col in sorted(required):
+        checks.append(pl.when(pl.col(col).is_null() & pl.all_horizontal(
+            [pl.col(f"__r{i}").is_null() for i in range(len(reasons))])).then(
+            pl.lit(f"missing {col}")))
+    for bad, reason in _row_checks(table):
+        checks.append(pl.when(bad.fill_null(False)).then(pl.lit(reason)))
+    typed = typed.with_columns(
+        pl.concat_str([pl.col(f"__r{i}") for i in range(len(reasons))] + checks,
+                      separator="; ", ignore_nulls=True).alias("__reason")
+    ).with_columns(pl.when(pl.col("__reason") != "").then(pl.col("__reason")).alias("__reason"))
+    bad_rows = typed.filter(pl.col("__reason").is_not_null())
+    for line, raw, reason in bad_rows.select(LINE, RAW, "__reason").iter_rows():
+        out.rejects.append(Reject(reason, line, _clip(raw or ""), table))
+    good = typed.filter(pl.col("__reason").is_null())
+    if table == CHECKPOINT_WRITES.name:
+        good = good.with_columns(
+            ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
+            .alias("duration_s"))
+    if table == FABRIC_COUNTERS.name:
+        good = good.with_columns(pl.lit(source).alias("source"))
+    out.add(table, good.select(list(dtypes)))
+    return out
+
+
+def dtypes_nullable(table: str, col: str) -> bool:
+    """Whether the canonical column may be null."""
+    return bool(TABLES[table].schema.field(col).nullable)
+
+
+def read_tabular(path: Path, table: str, *, file_label: str) -> Parsed:
+    """Read one canonical tabular file for ``table``; errors name ``file_label``."""
+    loader = LOADERS.get(path.suffix.lower())
+    if loader is None:
+        raise RecordError(f"unsupported file type '{path.suffix}' for {table}")
+    frame = loader(path.read_bytes(), table)
+    return canonicalise(frame, table, file_label=file_label)
