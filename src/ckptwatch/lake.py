@@ -204,8 +204,12 @@ class Lake:
     def recover(self) -> int:
         """Roll back the parts of source files whose ingest was interrupted; returns count."""
         d = self.root / INFLIGHT_DIR
+        committed = self.manifest_keys()
         n = 0
         for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+            if p.stem in committed:  # killed between manifest write and journal removal
+                p.unlink()
+                continue
             try:
                 parts = json.loads(p.read_text()).get("parts", [])
             except ValueError:

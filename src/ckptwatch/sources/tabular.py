@@ -165,7 +165,7 @@ LOADERS = {".jsonl": load_jsonl, ".ndjson": load_jsonl, ".json": load_jsonl,
 
 
 def _rename(df: pl.DataFrame, table: str, wanted: dict[str, pl.DataType]) -> tuple[
-        pl.DataFrame, list[str]]:
+        pl.DataFrame, list[str], dict[str, str]]:
     """Map raw column names (case/space-insensitive, aliases) to canonical names."""
     lower = {c.strip().lower(): c for c in df.columns if c not in (LINE, RAW)}
     mapping: dict[str, str] = {}
@@ -175,7 +175,7 @@ def _rename(df: pl.DataFrame, table: str, wanted: dict[str, pl.DataType]) -> tup
                 mapping[lower[alias]] = canon
                 break
     extra = sorted(c for c in df.columns if c not in mapping and c not in (LINE, RAW))
-    return df.rename(mapping), extra
+    return df.rename(mapping), extra, {v: k for k, v in mapping.items()}
 
 
 def _row_checks(table: str) -> list[tuple[pl.Expr, str]]:
@@ -209,7 +209,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         return out
     dtypes = _canonical_dtypes(table)
     readable = {k: v for k, v in dtypes.items() if k not in DERIVED.get(table, set())}
-    df, extra = _rename(df, table, readable)
+    df, extra, user_names = _rename(df, table, readable)
     if extra:
         out.notes.append(f"{file_label}: extra columns ignored: {', '.join(extra)}")
     spec = TABLES[table]
@@ -231,10 +231,12 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         val, bad = coerce_expr(col, dtype)
         values.append(val.alias(col))
         shown = pl.col(col).cast(pl.String).str.slice(0, 80)
-        kind = "a timestamp" if isinstance(dtype, pl.Datetime) else (
+        kind = (f"a timestamp (ISO-8601 or epoch seconds, years {INGEST.min_year}-"
+                f"{INGEST.max_year})") if isinstance(dtype, pl.Datetime) else (
             "an integer" if dtype in (pl.Int64, pl.Int32) else "a finite number")
         reasons.append(pl.when(bad).then(
-            pl.format("{}: '{}' is not {}", pl.lit(col), shown, pl.lit(kind))))
+            pl.format("{}: '{}' is not {}", pl.lit(user_names.get(col, col)), shown,
+                      pl.lit(kind))))
     typed = df.select(pl.col(LINE), pl.col(RAW), *values, *[r.alias(f"__r{i}")
                                                            for i, r in enumerate(reasons)])
     if table == CHECKPOINT_WRITES.name:

@@ -1,0 +1,91 @@
+"""Shared fixtures: small raw directories built from literal rows, and one Prefect harness."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ckptwatch.lake import Lake
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+CHECKPOINT_JSONL = [
+    {"job_id": "j1", "step": 100, "rank": r, "node": f"n{r // 2}", "tier": "pool",
+     "target": f"t{r % 2}", "start_time": f"2026-11-28T00:00:0{r}Z",
+     "end_time": f"2026-11-28T00:00:{20 + r}.5+00:00", "bytes": 1_000_000_000,
+     "open_s": 0.1, "write_s": 18.0, "fsync_s": 2.0, "close_s": 0.4}
+    for r in range(4)
+]
+CHECKPOINT_CSV = """job_id,step,rank,node,tier,start_time,end_time,bytes,open_s,write_s,fsync_s,close_s,status
+j2,7,0,n9,local,1764288000.0,1764288005.0,5000,0.01,4.5,0.4,0.09,ok
+j2,7,1,n9,local,1764288000.0,1764288006.0,5000,0.01,5.5,0.4,0.09,ok
+"""
+JOBS_CSV = "job_id,n_ranks,checkpoint_timeout_s,checkpoint_interval_s\nj1,4,120,600\nj2,2,60,300\n"
+TOPOLOGY_CSV = "node,leaf_switch,nic,port\nn0,leaf01,mlx5_0,1\nn1,leaf01,mlx5_0,1\n"
+POOL_CSV = ("ts,pool,target,metric,value\n2026-11-28T00:00:00Z,pool0,t0,gc_active,0\n"
+            "2026-11-28T00:00:10Z,pool0,t0,gc_active,1\n")
+FABRIC_CSV = ("ts,node,device,port,counter,value\n2026-11-28T00:00:00Z,n0,mlx5_0,1,rx_prio3_pause,10\n"
+              "2026-11-28T00:00:10Z,n0,mlx5_0,1,rx_prio3_pause,25\n")
+
+
+def write_raw_dir(root: Path, *, bad: bool = False) -> Path:
+    """A small raw directory in the canonical formats; with ``bad``, the issue's four bad inputs."""
+    (root / "checkpoints").mkdir(parents=True)
+    (root / "jobs").mkdir()
+    (root / "pool").mkdir()
+    (root / "fabric").mkdir()
+    lines = [json.dumps(r) for r in CHECKPOINT_JSONL]
+    csv_text = CHECKPOINT_CSV
+    if bad:
+        lines.append('{"job_id": "j1", "step": 100, "rank": 9, "node": "n4", "tier": "po')
+        lines.append(json.dumps({**CHECKPOINT_JSONL[0], "rank": 10,
+                                 "end_time": "2026-11-27T23:59:00Z"}))
+        csv_text += "j2,7,2,n9,local,1764288000.0,1764288006.0,lots,0.01,5.5,0.4,0.09,ok\n"
+        (root / "notes.bin").write_bytes(b"\x00\x01binary blob")
+    (root / "checkpoints" / "j1.jsonl").write_text("\n".join(lines) + "\n")
+    (root / "checkpoints" / "j2.csv").write_text(csv_text)
+    (root / "jobs" / "jobs.csv").write_text(JOBS_CSV)
+    (root / "topology.csv").write_text(TOPOLOGY_CSV)
+    (root / "pool" / "pool.csv").write_text(POOL_CSV)
+    (root / "fabric" / "counters.csv").write_text(FABRIC_CSV)
+    return root
+
+
+@pytest.fixture
+def raw_dir(tmp_path: Path) -> Path:
+    """A clean small raw directory."""
+    return write_raw_dir(tmp_path / "raw")
+
+
+@pytest.fixture
+def bad_raw_dir(tmp_path: Path) -> Path:
+    """A raw directory with a truncated JSON line, a non-numeric bytes, end < start, an unknown file."""
+    return write_raw_dir(tmp_path / "raw", bad=True)
+
+
+def lake_rows(lake_root: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every table's rows without ``ingested_ts``, sorted: compares two lakes' content."""
+    lake = Lake(lake_root)
+    out = {}
+    from ckptwatch.schema import TABLES
+
+    for name in TABLES:
+        df = lake.read(name).drop("ingested_ts")
+        out[name] = sorted(df.rows(), key=repr)
+    return out
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """One Prefect test harness (temporary database and server) for the whole session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+__all__ = ["lake_rows", "write_raw_dir", "pl"]

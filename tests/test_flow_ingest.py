@@ -1,0 +1,34 @@
+"""The Prefect ingest flow under Prefect's test harness (one per session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptwatch.ingest import ingest
+from ckptwatch.lake import Lake
+from pipelines.ingest import ingest_flow
+from pipelines.nightly import nightly_flow
+from tests.conftest import lake_rows
+
+pytestmark = pytest.mark.prefect
+
+
+def test_flow_lake_equals_library_lake(prefect_harness: None, bad_raw_dir: Path,
+                                       tmp_path: Path) -> None:
+    report = ingest_flow(bad_raw_dir, tmp_path / "flow")
+    assert report.quarantined == 4
+    assert report.rows["checkpoint_writes"] == 6
+    ingest(bad_raw_dir, tmp_path / "lib")
+    assert lake_rows(tmp_path / "flow") == lake_rows(tmp_path / "lib")
+    again = ingest_flow(bad_raw_dir, tmp_path / "flow")
+    assert again.rows == {}
+    assert Lake(tmp_path / "flow").read("checkpoint_writes").height == 6
+
+
+def test_nightly_flow_ingests_and_builds_views(prefect_harness: None, raw_dir: Path,
+                                               tmp_path: Path) -> None:
+    out = nightly_flow(raw_dir, tmp_path / "lake")
+    assert out["ingested"] == 6
+    assert out["views"] >= 10
