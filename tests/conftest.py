@@ -20,7 +20,8 @@ CHECKPOINT_JSONL = [
      "open_s": 0.1, "write_s": 18.0, "fsync_s": 2.0, "close_s": 0.4}
     for r in range(4)
 ]
-CHECKPOINT_CSV = """job_id,step,rank,node,tier,start_time,end_time,bytes,open_s,write_s,fsync_s,close_s,status
+CHECKPOINT_CSV = """\
+job_id,step,rank,node,tier,start_time,end_time,bytes,open_s,write_s,fsync_s,close_s,status
 j2,7,0,n9,local,1764288000.0,1764288005.0,5000,0.01,4.5,0.4,0.09,ok
 j2,7,1,n9,local,1764288000.0,1764288006.0,5000,0.01,5.5,0.4,0.09,ok
 """
@@ -28,7 +29,8 @@ JOBS_CSV = "job_id,n_ranks,checkpoint_timeout_s,checkpoint_interval_s\nj1,4,120,
 TOPOLOGY_CSV = "node,leaf_switch,nic,port\nn0,leaf01,mlx5_0,1\nn1,leaf01,mlx5_0,1\n"
 POOL_CSV = ("ts,pool,target,metric,value\n2026-11-28T00:00:00Z,pool0,t0,gc_active,0\n"
             "2026-11-28T00:00:10Z,pool0,t0,gc_active,1\n")
-FABRIC_CSV = ("ts,node,device,port,counter,value\n2026-11-28T00:00:00Z,n0,mlx5_0,1,rx_prio3_pause,10\n"
+FABRIC_CSV = ("ts,node,device,port,counter,value\n"
+              "2026-11-28T00:00:00Z,n0,mlx5_0,1,rx_prio3_pause,10\n"
               "2026-11-28T00:00:10Z,n0,mlx5_0,1,rx_prio3_pause,25\n")
 
 
@@ -63,7 +65,7 @@ def raw_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def bad_raw_dir(tmp_path: Path) -> Path:
-    """A raw directory with a truncated JSON line, a non-numeric bytes, end < start, an unknown file."""
+    """Raw dir with a truncated JSON line, a non-numeric bytes, end < start, an unknown file."""
     return write_raw_dir(tmp_path / "raw", bad=True)
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from ckptwatch.ingest import ingest
-from ckptwatch.lake import Lake
 from pipelines.ingest import ingest_flow
 from pipelines.nightly import nightly_flow
 from tests.conftest import lake_rows
+
+from ckptwatch.ingest import ingest
+from ckptwatch.lake import Lake
 
 pytestmark = pytest.mark.prefect
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+from tests.conftest import lake_rows
 
 from ckptwatch.ingest import ingest
 from ckptwatch.lake import Lake
-from tests.conftest import lake_rows
 
 
 def test_clean_ingest_writes_every_table(raw_dir: Path, tmp_path: Path) -> None:

@@ -15,12 +15,12 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.conftest import lake_rows, write_raw_dir
 
 from ckptwatch.errors import LakeError, LakeLockedError
 from ckptwatch.ingest import ingest
 from ckptwatch.lake import Lake, atomic_write_bytes
 from ckptwatch.schema import POOL_METRICS
-from tests.conftest import lake_rows, write_raw_dir
 
 
 def test_init_writes_a_zero_row_schema_part_per_table(tmp_path: Path) -> None:
@@ -84,7 +84,8 @@ def test_lock_times_out_with_a_clear_message(tmp_path: Path) -> None:
         pass
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1,
                        max_size=30),
        offsets=st.lists(st.integers(min_value=0, max_value=3 * 86400), min_size=1, max_size=30))
@@ -97,7 +98,8 @@ def test_pool_rows_round_trip_through_csv_and_parquet(tmp_path_factory: pytest.T
     raw = tmp_path_factory.mktemp("raw")
     (raw / "pool").mkdir()
     lines = ["ts,pool,target,metric,value"] + [
-        f"{t.isoformat()},pool0,t{i},m,{v!r}" for i, (t, v) in enumerate(zip(ts, values, strict=False))]
+        f"{t.isoformat()},pool0,t{i},m,{v!r}"
+        for i, (t, v) in enumerate(zip(ts, values, strict=False))]
     (raw / "pool" / "p.csv").write_text("\n".join(lines) + "\n")
     lake_dir = tmp_path_factory.mktemp("lake")
     ingest(raw, lake_dir)

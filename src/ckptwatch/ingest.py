@@ -130,7 +130,7 @@ def _parse_dlio(raw: RawFile, data: bytes) -> Parsed:
         from ckptwatch.sources import mlperf
     except ImportError as exc:
         raise RecordError("MLPerf Storage / DLIO parser not available in this build") from exc
-    return mlperf.read_dlio_file(data, rel=raw.rel)  # type: ignore[attr-defined,no-any-return]
+    return mlperf.read_dlio_file(data, rel=raw.rel)  # type: ignore[attr-defined]
 
 
 def _clip(data: bytes) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ckptwatch.config import PROJECT_ROOT
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``demo`` command."""
     p = sub.add_parser(
         "demo", help="run the main job on the bundled sample data and print what it found",

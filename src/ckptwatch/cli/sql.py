@@ -9,7 +9,7 @@ from pathlib import Path
 from ckptwatch.config import default_lake
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``sql`` command."""
     p = sub.add_parser(
         "sql", help="run SQL over the lake (DuckDB; tables and marts as views)",

@@ -92,7 +92,8 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
                 raise RecordError("envelope has no 'output'")
             node = env.get("node") or default_node
             if not isinstance(node, str) or not node.strip():
-                raise RecordError("envelope has no 'node' (and the file is not under <kind>/<node>/)")
+                raise RecordError(
+                    "envelope has no 'node' (and the file is not under <kind>/<node>/)")
             if "collected_at" not in env:
                 raise RecordError("envelope has no 'collected_at'")
             try:

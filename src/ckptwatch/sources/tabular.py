@@ -242,7 +242,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
     if table == CHECKPOINT_WRITES.name:
         typed = typed.with_columns(pl.col("status").fill_null("ok").str.to_lowercase(),
                                    pl.col("tier").str.to_lowercase())
-    checks = []
+    checks: list[pl.Expr] = []
     for col in sorted(required):
         checks.append(pl.when(pl.col(col).is_null() & pl.all_horizontal(
             [pl.col(f"__r{i}").is_null() for i in range(len(reasons))])).then(
@@ -250,7 +250,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
     for bad, reason in _row_checks(table):
         checks.append(pl.when(bad.fill_null(False)).then(pl.lit(reason)))
     typed = typed.with_columns(
-        pl.concat_str([pl.col(f"__r{i}") for i in range(len(reasons))] + checks,
+        pl.concat_str([*(pl.col(f"__r{i}") for i in range(len(reasons))), *checks],
                       separator="; ", ignore_nulls=True).alias("__reason")
     ).with_columns(pl.when(pl.col("__reason") != "").then(pl.col("__reason")).alias("__reason"))
     bad_rows = typed.filter(pl.col("__reason").is_not_null())
