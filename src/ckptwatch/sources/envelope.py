@@ -49,17 +49,41 @@ def parse_time(value: Any) -> datetime:
     return ts
 
 
+def _row_schema(table: str) -> dict[str, pl.DataType]:
+    empty = pl.from_arrow(TABLES[table].schema.empty_table())
+    assert isinstance(empty, pl.DataFrame)
+    return {k: v for k, v in empty.schema.items() if k not in PROVENANCE_NAMES}
+
+
 def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None:
-    """Type a parser's row dicts with the canonical schema and add them to ``out``."""
+    """Type parser row dicts with the canonical schema (one frame per table) and add them.
+
+    A row whose required column is missing or of the wrong type is rejected (with the line
+    recorded under ``__line`` by ``read_envelopes``), never written half-empty.
+    """
     for table, rows in result.items():
         if not rows:
             continue
-        empty = pl.from_arrow(TABLES[table].schema.empty_table())
-        assert isinstance(empty, pl.DataFrame)
-        schema = {k: v for k, v in empty.schema.items() if k not in PROVENANCE_NAMES}
-        df = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema,
-                          strict=False)
-        out.add(table, df)
+        schema = _row_schema(table)
+        columns: dict[str, list[Any]] = {k: [r.get(k) for r in rows] for k in schema}
+        df = pl.DataFrame(columns, schema=schema, strict=False).with_columns(
+            pl.Series("__line", [r.get("__line") for r in rows], dtype=pl.Int64))
+        required = [f.name for f in TABLES[table].schema
+                    if not f.nullable and f.name in schema]
+        bad = pl.any_horizontal([pl.col(c).is_null() for c in required])
+        for row in df.filter(bad).iter_rows(named=True):
+            cols = ", ".join(c for c in required if row[c] is None)
+            what = row.get("metric") or row.get("counter") or ""
+            out.rejects.append(Reject(
+                f"{table} row {what!s} has no valid {cols}".replace("  ", " "),
+                row["__line"], None, table))
+        out.add(table, df.filter(~bad).drop("__line"))
+
+
+def _accumulate(into: dict[str, list[dict[str, Any]]],
+                result: dict[str, list[dict[str, Any]]], line: int | None) -> None:
+    for table, rows in result.items():
+        into.setdefault(table, []).extend({**r, "__line": line} for r in rows)
 
 
 def parse_tool_output(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
@@ -81,6 +105,7 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     """Parse a JSON Lines envelope file; bad lines are rejected with their line number."""
     load_all()
     out = Parsed()
+    rows: dict[str, list[dict[str, Any]]] = {}
     for i, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
         if not line.strip():
             continue
@@ -109,12 +134,13 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
             ctx = ToolContext(node=node.strip(), ts=ts, source=str(source),
                               device=str(dev) if dev is not None else None,
                               port=str(port) if port is not None else None)
-            rows_to_frames(parse_tool_output(output, ctx), out)
+            _accumulate(rows, parse_tool_output(output, ctx), i)
         except json.JSONDecodeError as exc:
             out.rejects.append(Reject(f"invalid JSON ({exc.msg} at column {exc.colno})", i,
                                       _clip(line)))
         except RecordError as exc:
             out.rejects.append(Reject(exc.reason, i, _clip(line)))
+    rows_to_frames(rows, out)
     return out
 
 
