@@ -34,3 +34,7 @@ class UnknownFormatError(CkptwatchError):
 
 class QueryError(CkptwatchError):
     """A SQL query or view build failed."""
+
+
+class PlanInputError(CkptwatchError):
+    """A planning input, config file or sweep specification is malformed or out of range."""

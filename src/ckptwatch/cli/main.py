@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CkptwatchError as exc:
         print(f"ckptwatch {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `ckptwatch sql … | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"ckptwatch {args.command}: interrupted", file=sys.stderr)
         return 130

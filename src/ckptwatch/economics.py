@@ -1,0 +1,1017 @@
+"""Planning model: expected lost work, optimal checkpoint interval, and where the verdict flips.
+
+The essay behind ckptwatch argues that checkpoint storage should be chosen by expected lost work
+per failure, not by dollars per terabyte, and that the durable output is the threshold at which
+the verdict flips. This module is that model: pure functions and frozen dataclasses, SI units
+(bytes, bytes/s, seconds) everywhere inside; display units (GB, GB/s, hours) exist only in the
+parameter registry :data:`PARAMETERS` used by the CLI and the plot.
+
+Failure model (Daly 2006, exponential failures). The job fails at rate ``1/M`` whenever it runs,
+including while it writes a checkpoint or restarts; ``M`` is the job MTBF = node MTBF / nodes.
+Work is cut into segments of ``tau`` seconds of useful work, each followed by a checkpoint that
+costs ``delta`` seconds; after a failure the job restarts (``R`` seconds, itself exposed to
+failures) and redoes the work since the last checkpoint that survived. The expected wall time
+per second of useful work is
+
+    T(tau) = (M / tau) * exp(R / M) * (exp((tau + delta) / M) - 1)
+
+Two levels (``local`` and ``tiered``): a fraction ``f`` of failures lose the node's drive. Those
+roll back to the last *durable* copy, taken every ``k``-th checkpoint (extra cost ``delta2``);
+the others roll back to the last checkpoint. :func:`two_level_wall_time` solves this exactly
+(first-step analysis over the ``k`` segments of a block; closed form, see its docstring) and
+reduces to Daly's formula for ``k = 1``.
+
+Definitions used in every output (see ``docs/planning.md``):
+
+- ``overhead_fraction`` = ``1 - 1/T``: the fraction of wall-clock time that is not useful
+  training (checkpoint writes, work redone after failures, restarts).
+- ``lost_gpu_hours_per_year`` = ``overhead_fraction * GPUs * 8760``: GPU-hours of a job that runs
+  all year and spends that fraction of its time not training.
+- ``lost_work_per_failure_s`` = wall time lost per failure (work redone since the last surviving
+  checkpoint, re-written checkpoints, restart): ``(T - 1 - c) * M / T`` where ``c`` is the
+  first-time checkpoint cost per second of work and ``T / M`` the failures per second of work.
+
+Checkpoint cost per strategy. ``checkpoint_s_p50`` is the nominal barrier time (the slowest
+rank's write at nominal bandwidth); ``checkpoint_s_p99 = p50 * tail factor``; the cost charged
+per checkpoint is ``p99 + fabric_slowdown * (seconds of checkpoint traffic on the fabric)``: the
+barrier waits for the slowest rank, and checkpoint bytes on the fabric slow the training traffic
+that shares it. One rank per GPU; a node holds ``gpus_per_node`` ranks.
+
+- ``local``: each node writes its slice to its own NVMe. A failure that loses the drive loses the
+  slice: the job falls back to the last off-node copy, made every ``offnode_copy_interval_s`` of
+  work by a background drain over the NIC (it costs only the fabric slowdown) and restores it at
+  the pool's restart cost.
+- ``local+replica``: each node also writes its slice to a neighbour over the NIC; the checkpoint
+  is done when both copies are. Every failure is covered (a node and its neighbour are assumed
+  not to fail within one checkpoint); a drive loss adds the neighbour fetch to the restart.
+- ``pool``: all ranks write to the disaggregated pool at its aggregate bandwidth, each node
+  bounded by its NIC; the pool's tail factor applies; every failure restores from the pool.
+- ``tiered``: local snapshots every ``tau``; every ``k``-th also drains to the pool in the
+  background (cost: fabric slowdown only); ``k`` is optimised. A drive loss rolls back to the
+  last pool copy; a failure during the drain is not modelled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ckptwatch.errors import LakeError, PlanInputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+STRATEGIES: tuple[str, ...] = ("local", "local+replica", "pool", "tiered")
+HOURS_PER_YEAR = 8760.0
+#: Largest ``k`` (local snapshots per pool copy) the ``tiered`` optimiser considers.
+TIERED_K_MAX = 10_000
+#: Exponents above this are clipped: the wall time is astronomically large there anyway.
+_MAX_EXPONENT = 700.0
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything the planning model needs, in SI units (bytes, bytes/s, seconds).
+
+    The defaults are the README example: the essay's 512 ranks writing 8.8 TB per checkpoint to
+    a 0.4 TB/s pool (22 s nominal), 8 GPUs per node.
+    """
+
+    ranks: int = 512
+    gpus_per_node: int = 8
+    #: Checkpoint bytes written by one rank (8.8 TB / 512 ranks).
+    bytes_per_rank: float = 8.8e12 / 512
+    #: Sustained write bandwidth of one node's local NVMe.
+    local_bandwidth_bytes_s: float = 10e9
+    #: Aggregate write bandwidth of the disaggregated pool, shared by all ranks.
+    pool_bandwidth_bytes_s: float = 0.4e12
+    #: Bandwidth of one node's storage NIC (bounds its pool writes and replica copies).
+    nic_bandwidth_bytes_s: float = 50e9
+    #: Mean time between failures that interrupt the job, of one node.
+    node_mtbf_s: float = 5000.0 * 3600.0
+    #: Fraction of node failures after which the node's drive contents are lost or unreachable.
+    drive_loss_fraction: float = 0.1
+    #: Relaunch and reload from node-local drives.
+    restart_local_s: float = 300.0
+    #: Relaunch and reload from the pool (or any off-node copy).
+    restart_pool_s: float = 360.0
+    #: Training time lost per second of checkpoint traffic on the fabric (0 = none).
+    fabric_slowdown: float = 0.1
+    #: p99/p50 of the pool's checkpoint barrier time (the correlated-burst tail).
+    tail_factor: float = 3.0
+    #: p99/p50 of the local (and neighbour-replica) barrier time.
+    local_tail_factor: float = 1.2
+    #: ``local`` strategy only: work between off-node copies that survive a drive loss.
+    offnode_copy_interval_s: float = 86400.0
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes the job spans (a partly filled node still fails as a whole node)."""
+        return math.ceil(self.ranks / self.gpus_per_node)
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs of the job: one rank per GPU."""
+        return self.ranks
+
+    @property
+    def bytes_per_node(self) -> float:
+        """Bytes the fullest node writes per checkpoint (the barrier waits for it)."""
+        return self.bytes_per_rank * min(self.gpus_per_node, self.ranks)
+
+    @property
+    def total_bytes(self) -> float:
+        """Bytes of one whole checkpoint."""
+        return self.bytes_per_rank * self.ranks
+
+    @property
+    def job_mtbf_s(self) -> float:
+        """Job MTBF: any node failure interrupts the job, so node MTBF / nodes."""
+        return self.node_mtbf_s / self.n_nodes
+
+    def validate(self) -> PlanInputs:
+        """Raise :class:`PlanInputError` naming the first out-of-range input; return self."""
+        checks: list[tuple[str, bool, str]] = [
+            ("ranks", self.ranks >= 1, ">= 1"),
+            ("gpus_per_node", self.gpus_per_node >= 1, ">= 1"),
+            ("bytes_per_rank", self.bytes_per_rank > 0, "> 0"),
+            ("local_bandwidth_bytes_s", self.local_bandwidth_bytes_s > 0, "> 0"),
+            ("pool_bandwidth_bytes_s", self.pool_bandwidth_bytes_s > 0, "> 0"),
+            ("nic_bandwidth_bytes_s", self.nic_bandwidth_bytes_s > 0, "> 0"),
+            ("node_mtbf_s", self.node_mtbf_s > 0, "> 0"),
+            ("drive_loss_fraction", 0.0 <= self.drive_loss_fraction <= 1.0, "in [0, 1]"),
+            ("restart_local_s", self.restart_local_s >= 0, ">= 0"),
+            ("restart_pool_s", self.restart_pool_s >= 0, ">= 0"),
+            ("fabric_slowdown", self.fabric_slowdown >= 0, ">= 0"),
+            ("tail_factor", self.tail_factor >= 1.0, ">= 1 (it is p99/p50)"),
+            ("local_tail_factor", self.local_tail_factor >= 1.0, ">= 1 (it is p99/p50)"),
+            ("offnode_copy_interval_s", self.offnode_copy_interval_s > 0, "> 0"),
+        ]
+        for field_name, ok, rule in checks:
+            value = getattr(self, field_name)
+            if not ok or not math.isfinite(value):
+                p = PARAMETER_BY_FIELD[field_name]
+                raise PlanInputError(
+                    f"{p.key} must be {rule} and finite (got {p.to_display(value):g}); "
+                    f"fix --{p.flag} or the config file")
+        return self
+
+    def updated(self, values: Mapping[str, float | int]) -> PlanInputs:
+        """A copy with some fields (by field name, SI units) replaced."""
+        changes: dict[str, Any] = dict(values)
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The inputs as a JSON-ready mapping (SI units; keys are the field names)."""
+        return asdict(self)
+
+    def derived(self) -> dict[str, float | int]:
+        """Quantities derived from the inputs, for reports."""
+        return {
+            "n_nodes": self.n_nodes,
+            "n_gpus": self.n_gpus,
+            "bytes_per_node": self.bytes_per_node,
+            "total_bytes": self.total_bytes,
+            "job_mtbf_s": self.job_mtbf_s,
+        }
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One model input as users see it: sweep name, flag/config key, display unit and scale."""
+
+    #: Name used by ``--sweep`` and in ``flips[].parameter``.
+    name: str
+    #: Field of :class:`PlanInputs` (SI units).
+    field: str
+    #: Config-file key and (with dashes) the CLI flag; carries the display unit.
+    key: str
+    #: Display unit ("" for dimensionless).
+    unit: str
+    #: SI value = display value * scale.
+    scale: float
+    integer: bool
+    help: str
+
+    @property
+    def flag(self) -> str:
+        """The CLI flag without the leading dashes."""
+        return self.key.replace("_", "-")
+
+    @property
+    def si_unit(self) -> str:
+        """Unit of the SI value."""
+        return {"GB": "bytes", "GB/s": "bytes/s", "h": "s"}.get(self.unit, self.unit)
+
+    def to_display(self, si_value: float) -> float:
+        """SI value -> display units."""
+        return si_value / self.scale
+
+    def to_si(self, display_value: float) -> float | int:
+        """Display value -> SI value (int for integer parameters)."""
+        v = display_value * self.scale
+        return round(v) if self.integer else v
+
+    def describe(self, si_value: float) -> str:
+        """``"400 GB/s"``-style text of an SI value."""
+        v = self.to_display(si_value)
+        text = f"{v:,.0f}" if self.integer or abs(v) >= 100 else f"{v:.3g}"
+        return f"{text} {self.unit}".rstrip()
+
+
+PARAMETERS: dict[str, Parameter] = {
+    p.name: p
+    for p in (
+        Parameter("ranks", "ranks", "ranks", "ranks", 1.0, True,
+                  "ranks in the job, one per GPU (job size)"),
+        Parameter("gpus_per_node", "gpus_per_node", "gpus_per_node", "", 1.0, True,
+                  "GPUs (ranks) per node"),
+        Parameter("bytes_per_rank", "bytes_per_rank", "bytes_per_rank_gb", "GB", 1e9, False,
+                  "checkpoint bytes per rank, GB (1e9 bytes)"),
+        Parameter("local_bandwidth", "local_bandwidth_bytes_s", "local_bandwidth_gb_s", "GB/s",
+                  1e9, False, "write bandwidth of one node's local NVMe, GB/s"),
+        Parameter("pool_bandwidth", "pool_bandwidth_bytes_s", "pool_bandwidth_gb_s", "GB/s",
+                  1e9, False, "aggregate write bandwidth of the shared pool, GB/s"),
+        Parameter("nic_bandwidth", "nic_bandwidth_bytes_s", "nic_bandwidth_gb_s", "GB/s", 1e9,
+                  False, "storage NIC bandwidth of one node, GB/s"),
+        Parameter("node_mtbf", "node_mtbf_s", "node_mtbf_h", "h", 3600.0, False,
+                  "mean time between job-interrupting failures of one node, hours"),
+        Parameter("drive_loss_fraction", "drive_loss_fraction", "drive_loss_fraction", "", 1.0,
+                  False, "fraction of node failures that lose the node's drive contents"),
+        Parameter("restart_local", "restart_local_s", "restart_local_s", "s", 1.0, False,
+                  "relaunch + reload from local drives, seconds"),
+        Parameter("restart_pool", "restart_pool_s", "restart_pool_s", "s", 1.0, False,
+                  "relaunch + reload from the pool or another off-node copy, seconds"),
+        Parameter("fabric_slowdown", "fabric_slowdown", "fabric_slowdown", "", 1.0, False,
+                  "training time lost per second of checkpoint traffic on the fabric"),
+        Parameter("tail_factor", "tail_factor", "tail_factor", "", 1.0, False,
+                  "p99/p50 of the pool checkpoint barrier time"),
+        Parameter("local_tail_factor", "local_tail_factor", "local_tail_factor", "", 1.0,
+                  False, "p99/p50 of the local (and replica) checkpoint barrier time"),
+        Parameter("offnode_copy_interval", "offnode_copy_interval_s", "offnode_copy_interval_h",
+                  "h", 3600.0, False,
+                  "'local' only: work between off-node copies that survive a drive loss, hours"),
+    )
+}
+PARAMETER_BY_FIELD: dict[str, Parameter] = {p.field: p for p in PARAMETERS.values()}
+
+
+def parameter(name: str) -> Parameter:
+    """Look a parameter up by sweep name, config key or field name."""
+    for p in PARAMETERS.values():
+        if name in (p.name, p.key, p.field):
+            return p
+    raise PlanInputError(
+        f"unknown parameter {name!r}; use one of: {', '.join(PARAMETERS)}")
+
+
+def with_value(inputs: PlanInputs, name: str, si_value: float) -> PlanInputs:
+    """A copy of ``inputs`` with one parameter (by any of its names) set to an SI value."""
+    p = parameter(name)
+    value: float | int = round(si_value) if p.integer else float(si_value)
+    return inputs.updated({p.field: value})
+
+
+# --------------------------------------------------------------------------------------------
+# Interval formulas and the wall-time model
+
+
+def young_interval(delta: float, mtbf: float) -> float:
+    """Young's first-order optimal interval ``sqrt(2 * delta * M)`` (seconds of work)."""
+    return math.sqrt(2.0 * delta * mtbf)
+
+
+def daly_interval(delta: float, mtbf: float) -> float:
+    """Daly's higher-order optimal interval (Daly 2006, eq. 37).
+
+    ``sqrt(2 delta M) * [1 + sqrt(delta / 2M) / 3 + (delta / 2M) / 9] - delta`` for
+    ``delta < 2M``, and ``M`` for ``delta >= 2M``.
+    """
+    if delta >= 2.0 * mtbf:
+        return mtbf
+    x = delta / (2.0 * mtbf)
+    return math.sqrt(2.0 * delta * mtbf) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - delta
+
+
+def optimal_interval_lambert(delta: float, mtbf: float) -> float:
+    """Exact optimum of Daly's single-level wall-time model, via the Lambert W function.
+
+    Setting dT/dtau = 0 gives ``(1 - x) * exp(x + delta/M) = 1`` with ``x = tau/M``, so
+    ``tau* = M * (1 + W0(-exp(-1 - delta/M)))``. It does not depend on the restart cost; it
+    tends to Young's interval as delta -> 0 and to M as delta -> infinity. Used to check the
+    numerical optimiser.
+    """
+    from scipy.special import lambertw
+
+    w = lambertw(-math.exp(-1.0 - delta / mtbf), 0)
+    return float(mtbf * (1.0 + w.real))
+
+
+def daly_wall_time(tau: float, delta: float, mtbf: float, restart: float = 0.0) -> float:
+    """Expected wall time per second of useful work, single level (Daly 2006).
+
+    ``T(tau) = (M / tau) * exp(R / M) * (exp((tau + delta) / M) - 1)``; ``inf`` where that
+    overflows.
+    """
+    exponent = (tau + delta) / mtbf
+    if exponent > _MAX_EXPONENT or restart / mtbf > _MAX_EXPONENT:
+        return math.inf
+    return (mtbf / tau) * math.exp(restart / mtbf) * math.expm1(exponent)
+
+
+def two_level_wall_time(
+    tau: npt.ArrayLike,
+    delta: float,
+    mtbf: float,
+    *,
+    k: npt.ArrayLike = 1.0,
+    delta_durable: float = 0.0,
+    restart: float = 0.0,
+    restart_severe: float | None = None,
+    severe_fraction: float = 0.0,
+) -> npt.NDArray[np.float64]:
+    """Expected wall time per second of useful work with two checkpoint levels (vectorised).
+
+    A block is ``k`` segments of ``tau`` work, each closed by a level-1 checkpoint costing
+    ``delta``; the last one also makes the durable copy, costing ``delta_durable`` more.
+    Failures arrive at rate ``1/M`` at all times. A fraction ``severe_fraction`` (``f``) of them
+    destroys level-1 copies: the job restarts (``restart_severe``) from the block's start; the
+    others restart (``restart``) from the last level-1 checkpoint. A failure during a restart
+    restarts that restart. First-step analysis over the segments gives, with
+    ``e = expm1((tau + delta)/M)``, ``e_l = expm1((tau + delta + delta_durable)/M)``,
+    ``R~ = (1 - f) M expm1(R/M) + f M expm1(R_s/M)``:
+
+        X = (M + R~) * [(1 + f e_l) * expm1((k - 1) log1p(f e)) / f + e_l]
+
+    (``(k - 1) e`` in place of ``expm1(…)/f`` when ``f = 0``), and ``T = X / (k tau)``. With
+    ``k = 1`` and equal restarts this is exactly Daly's formula. ``k`` may be fractional (a
+    durable copy every ``k * tau`` seconds of work, as for the ``local`` strategy).
+    """
+    import numpy as np
+
+    tau_a = np.asarray(tau, dtype=np.float64)
+    k_a = np.maximum(np.asarray(k, dtype=np.float64), 1.0)
+    r_s = restart if restart_severe is None else restart_severe
+    f = severe_fraction
+    r_tilde = (1.0 - f) * mtbf * math.expm1(restart / mtbf) + f * mtbf * math.expm1(r_s / mtbf)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.expm1(np.minimum((tau_a + delta) / mtbf, _MAX_EXPONENT))
+        e_l = np.expm1(np.minimum((tau_a + delta + delta_durable) / mtbf, _MAX_EXPONENT))
+        m = k_a - 1.0
+        # expm1((k - 1) log1p(f e)) / f, whose f -> 0 limit is (k - 1) e
+        growth = (np.expm1(np.minimum(m * np.log1p(f * e), _MAX_EXPONENT)) / f
+                  if f > 0.0 else m * e)
+        x = (mtbf + r_tilde) * ((1.0 + f * e_l) * growth + e_l)
+        out = x / (k_a * tau_a)
+    return np.asarray(np.where(np.isnan(out), np.inf, out), dtype=np.float64)
+
+
+def overhead_fraction(wall_time_per_work: float) -> float:
+    """Fraction of wall-clock time that is not useful work: ``1 - 1/T``."""
+    return 1.0 - 1.0 / wall_time_per_work
+
+
+def lost_work_per_failure(
+    wall_time_per_work: float, checkpoint_per_work: float, mtbf: float
+) -> float:
+    """Wall time lost per failure: ``(T - 1 - c) * M / T``.
+
+    ``T - 1 - c`` is the wall time per second of work spent on failures (rework, re-written
+    checkpoints, restarts), ``c`` the first-time checkpoint cost per second of work, and
+    ``T / M`` the expected failures per second of work.
+    """
+    t = wall_time_per_work
+    return (t - 1.0 - checkpoint_per_work) * mtbf / t
+
+
+def _interval_bounds(delta: float, mtbf: float) -> tuple[float, float]:
+    young = young_interval(delta, mtbf)
+    lo = max(young / 1e3, mtbf * 1e-9)
+    return lo, max(10.0 * mtbf, 10.0 * young)
+
+
+def optimal_interval(delta: float, mtbf: float, restart: float = 0.0) -> float:
+    """Numerical optimum of Daly's single-level model: bounded Brent search for the minimum of
+    log T over log tau.
+
+    Returns 0 for ``delta == 0`` (checkpointing is free, so checkpoint continuously).
+    """
+    from scipy.optimize import minimize_scalar
+
+    if delta <= 0.0:
+        return 0.0
+    lo, hi = _interval_bounds(delta, mtbf)
+    def log_wall(u: float) -> float:  # log T(e^u), finite where T itself overflows
+        x = (math.exp(u) + delta) / mtbf
+        return math.log(mtbf) - u + restart / mtbf + x + math.log(-math.expm1(-x))
+
+    res = minimize_scalar(
+        log_wall,
+        bounds=(math.log(lo), math.log(hi)), method="bounded",
+        options={"xatol": 1e-10},
+    )
+    return float(math.exp(res.x))
+
+
+# --------------------------------------------------------------------------------------------
+# Strategies
+
+
+@dataclass(frozen=True)
+class CheckpointCost:
+    """What one checkpoint of a strategy costs, in seconds."""
+
+    #: Nominal barrier time (slowest rank at nominal bandwidth).
+    p50_s: float
+    #: Tail barrier time: p50 times the tier's tail factor.
+    p99_s: float
+    #: Seconds of checkpoint traffic on the fabric per checkpoint (slows training).
+    fabric_s: float
+    #: Cost charged per checkpoint: ``p99_s + fabric_slowdown * fabric_s``.
+    cost_s: float
+
+
+@dataclass(frozen=True)
+class _Levels:
+    """A strategy mapped onto the two-level model."""
+
+    cost: CheckpointCost
+    delta_durable: float
+    restart: float
+    restart_severe: float
+    severe_fraction: float
+    #: Fixed checkpoints per durable copy as a function of tau (None: optimise an integer k).
+    k_of_tau: Callable[[float], float] | None
+
+
+def pool_write_s(inputs: PlanInputs) -> float:
+    """Nominal time of a whole checkpoint into the pool: the pool or a node's NIC, the slower."""
+    return max(inputs.total_bytes / inputs.pool_bandwidth_bytes_s,
+               inputs.bytes_per_node / inputs.nic_bandwidth_bytes_s)
+
+
+def checkpoint_costs(inputs: PlanInputs) -> dict[str, CheckpointCost]:
+    """Per-checkpoint times and cost of every strategy (see the module docstring)."""
+    s = inputs.fabric_slowdown
+    local = inputs.bytes_per_node / inputs.local_bandwidth_bytes_s
+    nic = inputs.bytes_per_node / inputs.nic_bandwidth_bytes_s
+    pool = pool_write_s(inputs)
+    lt, pt = inputs.local_tail_factor, inputs.tail_factor
+    replica = max(local, nic)
+    return {
+        "local": CheckpointCost(local, local * lt, 0.0, local * lt),
+        "local+replica": CheckpointCost(replica, replica * lt, nic, replica * lt + s * nic),
+        "pool": CheckpointCost(pool, pool * pt, pool, pool * pt + s * pool),
+        "tiered": CheckpointCost(local, local * lt, 0.0, local * lt),
+    }
+
+
+def _levels(name: str, inputs: PlanInputs) -> _Levels:
+    cost = checkpoint_costs(inputs)[name]
+    f = inputs.drive_loss_fraction
+    s = inputs.fabric_slowdown
+    r_local, r_pool = inputs.restart_local_s, inputs.restart_pool_s
+    nic = inputs.bytes_per_node / inputs.nic_bandwidth_bytes_s
+    if name == "local":
+        interval = inputs.offnode_copy_interval_s
+        return _Levels(cost, s * nic, r_local, r_pool, f, lambda tau: max(interval / tau, 1.0))
+    if name == "local+replica":
+        return _Levels(cost, 0.0, r_local, r_local + nic, f, lambda tau: 1.0)
+    if name == "pool":
+        return _Levels(cost, 0.0, r_pool, r_pool, 0.0, lambda tau: 1.0)
+    if name == "tiered":
+        return _Levels(cost, s * pool_write_s(inputs), r_local, r_pool, f, None)
+    raise PlanInputError(f"unknown strategy {name!r}; use one of: {', '.join(STRATEGIES)}")
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    """The model's answer for one strategy. Seconds are seconds; see the module docstring."""
+
+    name: str
+    checkpoint_s_p50: float
+    checkpoint_s_p99: float
+    #: Cost charged per checkpoint (p99 plus the fabric slowdown), the delta of the formulas.
+    checkpoint_cost_s: float
+    mtbf_s: float
+    #: Expected restart: drive-loss failures weighted in.
+    restart_s: float
+    young_interval_s: float
+    daly_interval_s: float
+    optimal_interval_s: float
+    #: ``tiered``: local snapshots per pool copy (optimised); ``local``: per off-node copy.
+    durable_every_k: float | None
+    lost_work_per_failure_s: float
+    overhead_fraction: float
+    lost_gpu_hours_per_year: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping; the key names are a contract (see docs/planning.md)."""
+        return {k: _finite_or_none(v) for k, v in asdict(self).items()}
+
+
+def _finite_or_none(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _minimise_tau(fn: Callable[[float], float], lo: float, hi: float) -> float:
+    from scipy.optimize import minimize_scalar
+
+    res = minimize_scalar(lambda u: fn(math.exp(u)), bounds=(math.log(lo), math.log(hi)),
+                          method="bounded", options={"xatol": 1e-9})
+    return float(math.exp(res.x))
+
+
+def _optimise_tiered(lv: _Levels, mtbf: float) -> tuple[float, int]:
+    """Best (tau, integer k): grid over (log tau, log k), zoom, then Brent on tau for k's floor
+    and ceiling."""
+    import numpy as np
+
+    delta = lv.cost.cost_s
+
+    def wall(tau: npt.ArrayLike, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        return two_level_wall_time(tau, delta, mtbf, k=k, delta_durable=lv.delta_durable,
+                                   restart=lv.restart, restart_severe=lv.restart_severe,
+                                   severe_fraction=lv.severe_fraction)
+
+    lo, hi = _interval_bounds(delta, mtbf)
+    u_lo, u_hi = math.log(lo), math.log(hi)
+    v_lo, v_hi = 0.0, math.log(TIERED_K_MAX)
+    best_u = best_v = 0.0
+    for _ in range(4):
+        us = np.linspace(u_lo, u_hi, 41)
+        vs = np.linspace(v_lo, v_hi, 41)
+        grid = wall(np.exp(us)[None, :], np.exp(vs)[:, None])
+        i, j = np.unravel_index(int(np.argmin(grid)), grid.shape)
+        best_u, best_v = float(us[j]), float(vs[i])
+        du, dv = us[1] - us[0], vs[1] - vs[0]
+        u_lo, u_hi = max(best_u - du, math.log(lo)), min(best_u + du, math.log(hi))
+        v_lo, v_hi = max(best_v - dv, 0.0), min(best_v + dv, math.log(TIERED_K_MAX))
+    k_cont = math.exp(best_v)
+    candidates = {min(max(c, 1), TIERED_K_MAX) for c in (math.floor(k_cont), math.ceil(k_cont))}
+    best: tuple[float, float, int] | None = None
+    for k in sorted(candidates):
+
+        def wall_k(t: float, k: int = k) -> float:
+            return float(wall(t, k))
+
+        tau = _minimise_tau(wall_k, lo, hi)
+        t_val = wall_k(tau)
+        if best is None or t_val < best[0]:
+            best = (t_val, tau, k)
+    assert best is not None
+    return best[1], best[2]
+
+
+def evaluate_strategy(name: str, inputs: PlanInputs) -> StrategyResult:
+    """The model for one strategy at its optimal interval."""
+    lv = _levels(name, inputs)
+    mtbf = inputs.job_mtbf_s
+    delta = lv.cost.cost_s
+    f = lv.severe_fraction
+
+    def wall(tau: float, k: float) -> float:
+        return float(two_level_wall_time(
+            tau, delta, mtbf, k=k, delta_durable=lv.delta_durable, restart=lv.restart,
+            restart_severe=lv.restart_severe, severe_fraction=f))
+
+    k: float
+    if lv.k_of_tau is None:
+        tau, k_int = _optimise_tiered(lv, mtbf)
+        k = float(k_int)
+    else:
+        k_of_tau = lv.k_of_tau
+        lo, hi = _interval_bounds(delta, mtbf)
+        tau = _minimise_tau(lambda t: wall(t, k_of_tau(t)), lo, hi)
+        k = k_of_tau(tau)
+    t_val = wall(tau, k)
+    ckpt_per_work = (k * delta + lv.delta_durable) / (k * tau)
+    lost = lost_work_per_failure(t_val, ckpt_per_work, mtbf)
+    overhead = overhead_fraction(t_val)
+    return StrategyResult(
+        name=name,
+        checkpoint_s_p50=lv.cost.p50_s,
+        checkpoint_s_p99=lv.cost.p99_s,
+        checkpoint_cost_s=delta,
+        mtbf_s=mtbf,
+        restart_s=(1.0 - f) * lv.restart + f * lv.restart_severe,
+        young_interval_s=young_interval(delta, mtbf),
+        daly_interval_s=daly_interval(delta, mtbf),
+        optimal_interval_s=tau,
+        durable_every_k=None if name in ("pool", "local+replica") else k,
+        lost_work_per_failure_s=lost,
+        overhead_fraction=overhead,
+        lost_gpu_hours_per_year=overhead * inputs.n_gpus * HOURS_PER_YEAR,
+    )
+
+
+def evaluate(inputs: PlanInputs) -> tuple[StrategyResult, ...]:
+    """Every strategy, in :data:`STRATEGIES` order."""
+    inputs.validate()
+    return tuple(evaluate_strategy(name, inputs) for name in STRATEGIES)
+
+
+def best_strategy(results: Sequence[StrategyResult]) -> str:
+    """Name of the strategy with the smallest overhead (ties: the earlier in STRATEGIES)."""
+    return min(results, key=lambda r: r.overhead_fraction).name
+
+
+# --------------------------------------------------------------------------------------------
+# Flips and sweeps
+
+
+@dataclass(frozen=True)
+class Flip:
+    """Where the best strategy changes as one parameter grows past ``value`` (SI units)."""
+
+    parameter: str
+    value: float
+    from_: str
+    to: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping: ``parameter, value, from, to`` plus the SI unit and a display."""
+        p = parameter(self.parameter)
+        return {"parameter": self.parameter, "value": self.value, "from": self.from_,
+                "to": self.to, "unit": p.si_unit, "display": p.describe(self.value)}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Overhead of every strategy along one parameter (values in SI units)."""
+
+    parameter: str
+    values: tuple[float, ...]
+    overhead: dict[str, tuple[float, ...]]
+    best: tuple[str, ...]
+    flips: tuple[Flip, ...]
+    log_scale: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping."""
+        p = parameter(self.parameter)
+        return {
+            "parameter": self.parameter, "unit": p.si_unit, "values": list(self.values),
+            "overhead_fraction": {k: [_finite_or_none(x) for x in v]
+                                  for k, v in self.overhead.items()},
+            "best": list(self.best),
+        }
+
+
+def sweep_values(lo: float, hi: float, n: int, *, integer: bool = False) -> tuple[float, ...]:
+    """``n`` points from lo to hi: geometric when ``lo > 0`` and ``hi / lo >= 10``, else even."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        raise PlanInputError(f"sweep range must have LO < HI (got {lo:g}:{hi:g})")
+    if n < 2:
+        raise PlanInputError(f"a sweep needs at least 2 points (got {n})")
+    import numpy as np
+
+    grid = np.geomspace(lo, hi, n) if _is_log(lo, hi) else np.linspace(lo, hi, n)
+    if integer:
+        return tuple(float(v) for v in np.unique(np.round(grid)))
+    return tuple(float(v) for v in grid)
+
+
+def _is_log(lo: float, hi: float) -> bool:
+    return lo > 0 and hi / lo >= 10.0
+
+
+def _overheads(inputs: PlanInputs, name: str, value: float) -> dict[str, float]:
+    results = evaluate(with_value(inputs, name, value))
+    return {r.name: r.overhead_fraction for r in results}
+
+
+def _argbest(ov: Mapping[str, float]) -> str:
+    return min(STRATEGIES, key=lambda s: ov[s])
+
+
+def _refine_flip(inputs: PlanInputs, name: str, lo: float, hi: float, a: str, b: str,
+                 integer: bool, depth: int = 0) -> list[Flip]:
+    """Flips between lo (best ``a``) and hi (best ``b``): root of overhead_a - overhead_b."""
+    from scipy.optimize import brentq
+
+    if integer:
+        lo_i, hi_i = int(round(lo)), int(round(hi))
+        while hi_i - lo_i > 1:
+            mid = (lo_i + hi_i) // 2
+            bm = _argbest(_overheads(inputs, name, mid))
+            if bm == a:
+                lo_i = mid
+            elif bm == b:
+                hi_i = mid
+            elif depth < 8:
+                return (_refine_flip(inputs, name, lo_i, mid, a, bm, True, depth + 1)
+                        + _refine_flip(inputs, name, mid, hi_i, bm, b, True, depth + 1))
+            else:
+                break
+        return [Flip(name, float(hi_i), a, b)]
+
+    def gap(x: float) -> float:
+        ov = _overheads(inputs, name, x)
+        return ov[a] - ov[b]
+
+    root = float(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-9))
+    ov = _overheads(inputs, name, root)
+    third = _argbest(ov)
+    if third not in (a, b) and ov[third] < min(ov[a], ov[b]) - 1e-12 and depth < 8:
+        return (_refine_flip(inputs, name, lo, root, a, third, False, depth + 1)
+                + _refine_flip(inputs, name, root, hi, third, b, False, depth + 1))
+    return [Flip(name, root, a, b)]
+
+
+def sweep(inputs: PlanInputs, name: str, lo: float, hi: float, n: int = 41) -> Sweep:
+    """Overhead of every strategy for ``n`` values of one parameter in [lo, hi] (SI units),
+    and every flip of the best strategy in that range, located with Brent's method."""
+    p = parameter(name)
+    values = sweep_values(lo, hi, n, integer=p.integer)
+    for end in (values[0], values[-1]):
+        try:
+            with_value(inputs, p.name, end).validate()
+        except PlanInputError as exc:
+            raise PlanInputError(f"the sweep of {p.name} leaves the valid range: {exc}") from exc
+    rows = [_overheads(inputs, p.name, v) for v in values]
+    best = tuple(_argbest(ov) for ov in rows)
+    flips: list[Flip] = []
+    for i in range(len(values) - 1):
+        if best[i] != best[i + 1]:
+            flips += _refine_flip(inputs, p.name, values[i], values[i + 1], best[i],
+                                  best[i + 1], p.integer)
+    overhead = {s: tuple(ov[s] for ov in rows) for s in STRATEGIES}
+    return Sweep(p.name, values, overhead, best, tuple(flips), _is_log(lo, hi))
+
+
+#: Parameters scanned for flips when no sweep is asked for: (name, low factor, high factor)
+#: around the current value, or absolute bounds for fractions.
+DEFAULT_FLIP_SCANS: tuple[tuple[str, float, float], ...] = (
+    ("pool_bandwidth", 0.1, 10.0),
+    ("node_mtbf", 0.1, 10.0),
+    ("ranks", 1 / 16, 16.0),
+    ("bytes_per_rank", 0.1, 10.0),
+    ("drive_loss_fraction", 0.0, 1.0),
+)
+
+
+def default_flips(inputs: PlanInputs, n: int = 17) -> tuple[Flip, ...]:
+    """Flips of the five key parameters over :data:`DEFAULT_FLIP_SCANS` (one at a time)."""
+    flips: list[Flip] = []
+    for name, lo_f, hi_f in DEFAULT_FLIP_SCANS:
+        p = PARAMETERS[name]
+        if name == "drive_loss_fraction":
+            lo, hi = lo_f, hi_f
+        else:
+            current = float(getattr(inputs, p.field))
+            lo, hi = current * lo_f, current * hi_f
+            if p.integer:
+                lo, hi = max(1.0, math.floor(lo)), math.ceil(hi)
+        flips += sweep(inputs, name, lo, hi, n).flips
+    return tuple(flips)
+
+
+# --------------------------------------------------------------------------------------------
+# The whole plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Inputs, every strategy, the best one and where the verdict flips."""
+
+    inputs: PlanInputs
+    strategies: tuple[StrategyResult, ...]
+    best: str
+    flips: tuple[Flip, ...]
+    measurement: LakeMeasurement | None = None
+    sweep: Sweep | None = None
+
+    def strategy(self, name: str) -> StrategyResult:
+        """The result of one strategy by name."""
+        return next(s for s in self.strategies if s.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract: inputs, strategies, best, flips (+ derived, measured, sweep)."""
+        out: dict[str, Any] = {
+            "inputs": self.inputs.to_dict(),
+            "strategies": [s.to_dict() for s in self.strategies],
+            "best": self.best,
+            "flips": [f.to_dict() for f in self.flips],
+            "derived": self.inputs.derived(),
+            "measured": None if self.measurement is None else self.measurement.to_dict(),
+        }
+        if self.sweep is not None:
+            out["sweep"] = self.sweep.to_dict()
+        return out
+
+
+def make_plan(inputs: PlanInputs, *, sweep_spec: tuple[str, float, float, int] | None = None,
+              flips: bool = True, measurement: LakeMeasurement | None = None) -> Plan:
+    """Evaluate every strategy; with ``sweep_spec`` (name, lo, hi, n; SI) sweep that parameter
+    and report its flips, otherwise (if ``flips``) scan the default parameters for flips."""
+    results = evaluate(inputs)
+    sw = None
+    if sweep_spec is not None:
+        name, lo, hi, n = sweep_spec
+        sw = sweep(inputs, name, lo, hi, n)
+        found = sw.flips
+    else:
+        found = default_flips(inputs) if flips else ()
+    return Plan(inputs, results, best_strategy(results), found, measurement, sw)
+
+
+# --------------------------------------------------------------------------------------------
+# Measured checkpoint times from the lake
+
+
+@dataclass(frozen=True)
+class LakeMeasurement:
+    """One job's checkpoint barrier times from the lake's ``checkpoint_writes``.
+
+    Barrier time of a checkpoint (job_id, step) = max ``duration_s`` over its ranks;
+    ``p50_s`` / ``p99_s`` = ``quantile_cont`` of the barrier time over the job's checkpoints
+    (the same definitions as the ``job_latency`` mart). Rows with ``status = 'error'`` are left
+    out; if the job wrote to both tiers, the tier with more rows is used.
+    """
+
+    job_id: str
+    tier: str
+    checkpoints: int
+    ranks: int
+    gpus_per_node: int
+    bytes_per_rank: float
+    p50_s: float
+    p99_s: float
+    source: str
+
+    @property
+    def tail_factor(self) -> float:
+        """Measured p99/p50 of the barrier time (at least 1)."""
+        return max(self.p99_s / self.p50_s, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping."""
+        return {**asdict(self), "tail_factor": self.tail_factor}
+
+
+_LAKE_COLUMNS_SQL = """
+select column_name
+from (describe select * from read_parquet(?, hive_partitioning = true, union_by_name = true))
+"""
+
+_LAKE_JOBS_SQL = """
+select distinct job_id
+from read_parquet(?, hive_partitioning = true, union_by_name = true)
+order by job_id
+limit 8
+"""
+
+_LAKE_MEASURE_SQL = """
+with
+writes as (
+    select
+        job_id,
+        step,
+        rank,
+        node,
+        tier,
+        duration_s,
+        bytes,
+    from read_parquet(?, hive_partitioning = true, union_by_name = true)
+    where job_id = ? and ({status_filter})
+),
+
+main_tier as (
+    select tier
+    from writes
+    group by tier
+    order by count(*) desc, tier
+    limit 1
+),
+
+tier_writes as (
+    select writes.*
+    from writes
+    inner join main_tier using (tier)
+),
+
+barriers as (
+    select
+        step,
+        max(duration_s) as barrier_s,
+    from tier_writes
+    group by step
+),
+
+ranks_per_node as (
+    select
+        node,
+        count(distinct rank) as n_ranks,
+    from tier_writes
+    group by node
+),
+
+final as (
+    select
+        (select tier from main_tier) as tier,
+        (select count(*) from barriers) as checkpoints,
+        (select count(distinct rank) from tier_writes) as ranks,
+        (select max(n_ranks) from ranks_per_node) as gpus_per_node,
+        (select median(bytes) from tier_writes) as bytes_per_rank,
+        (select quantile_cont(barrier_s, 0.5) from barriers) as p50_s,
+        (select quantile_cont(barrier_s, 0.99) from barriers) as p99_s,
+)
+
+select * from final
+"""
+
+
+def measure_from_lake(lake: Path | str, job: str) -> LakeMeasurement:
+    """Measured p50/p99 barrier time, tier, ranks and bytes per rank of one job in the lake."""
+    import duckdb
+
+    root = Path(lake)
+    table_dir = root / "checkpoint_writes"
+    pattern = str(table_dir / "*" / "*.parquet")
+    if not any(table_dir.glob("*/*.parquet")):
+        raise LakeError(
+            f"no checkpoint_writes Parquet under {table_dir} (expected "
+            f"{table_dir}/date=YYYY-MM-DD/*.parquet); check --from-lake or ingest telemetry "
+            "into that lake first")
+    con = duckdb.connect()
+    try:
+        columns = {r[0] for r in con.execute(_LAKE_COLUMNS_SQL, [pattern]).fetchall()}
+        needed = {"job_id", "step", "rank", "node", "tier", "duration_s", "bytes"}
+        missing = sorted(needed - columns)
+        if missing:
+            raise LakeError(f"{pattern} lacks column(s) {', '.join(missing)}; is this a "
+                            "ckptwatch lake?")
+        status_filter = "status is null or status <> 'error'" if "status" in columns else "true"
+        sql = _LAKE_MEASURE_SQL.format(status_filter=status_filter)
+        row = con.execute(sql, [pattern, job]).fetchone()
+        if row is None or row[0] is None:
+            jobs = [r[0] for r in con.execute(_LAKE_JOBS_SQL, [pattern]).fetchall()]
+            raise LakeError(
+                f"job {job!r} has no checkpoint writes in {pattern}; check --job (jobs there "
+                f"include: {', '.join(map(str, jobs)) or 'none'})")
+    except duckdb.Error as exc:
+        raise LakeError(f"reading {pattern}: {str(exc).splitlines()[0]}") from exc
+    finally:
+        con.close()
+    tier, checkpoints, ranks, gpn, bytes_per_rank, p50, p99 = row
+    if not p50 or p50 <= 0 or not bytes_per_rank or bytes_per_rank <= 0:
+        raise LakeError(f"job {job!r} in {pattern}: barrier p50 {p50} s and bytes per rank "
+                        f"{bytes_per_rank} must both be > 0 to plan from them")
+    return LakeMeasurement(
+        job_id=job, tier=str(tier), checkpoints=int(checkpoints), ranks=int(ranks),
+        gpus_per_node=int(gpn), bytes_per_rank=float(bytes_per_rank), p50_s=float(p50),
+        p99_s=float(p99), source=pattern)
+
+
+def calibrate(inputs: PlanInputs, m: LakeMeasurement) -> PlanInputs:
+    """Inputs that reproduce a measurement: job size and bytes from the lake, and the measured
+    tier's bandwidth and tail factor chosen so that the model's p50 equals the measured p50.
+
+    ``pool`` tier: pool bandwidth = total bytes / p50 (and the NIC raised to at least
+    bytes per node / p50 so it does not bind); ``local`` tier: local bandwidth = bytes per node
+    / p50. The other tier keeps its configured values.
+    """
+    out = replace(inputs, ranks=m.ranks, gpus_per_node=m.gpus_per_node,
+                  bytes_per_rank=m.bytes_per_rank)
+    if m.tier == "pool":
+        nic = max(out.nic_bandwidth_bytes_s, out.bytes_per_node / m.p50_s)
+        return replace(out, pool_bandwidth_bytes_s=out.total_bytes / m.p50_s,
+                       nic_bandwidth_bytes_s=nic, tail_factor=m.tail_factor)
+    if m.tier == "local":
+        return replace(out, local_bandwidth_bytes_s=out.bytes_per_node / m.p50_s,
+                       local_tail_factor=m.tail_factor)
+    raise LakeError(f"job {m.job_id!r} in {m.source}: unknown tier {m.tier!r} "
+                    "(expected local or pool)")
+
+
+def inputs_from_mapping(values: Mapping[str, Any], *, origin: str) -> dict[str, float | int]:
+    """Field -> SI value from a mapping keyed by config keys (display units) or field names
+    (SI). ``origin`` names the source in error messages."""
+    out: dict[str, float | int] = {}
+    valid = {p.key for p in PARAMETERS.values()} | {f.name for f in fields(PlanInputs)}
+    for key, raw in values.items():
+        if key not in valid:
+            raise PlanInputError(
+                f"{origin}: unknown input {key!r}; valid keys: "
+                f"{', '.join(p.key for p in PARAMETERS.values())}")
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise PlanInputError(f"{origin}: {key} must be a number (got {raw!r})")
+        p = parameter(key)
+        if key == p.key and p.key != p.field:
+            out[p.field] = p.to_si(float(raw))
+        else:
+            out[p.field] = round(raw) if p.integer else float(raw)
+        if p.integer and float(raw) != int(raw):
+            raise PlanInputError(f"{origin}: {key} must be a whole number (got {raw!r})")
+    return out
