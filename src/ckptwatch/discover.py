@@ -33,7 +33,8 @@ TOOL_PLACES = {"smart", "fabric"}
 TABULAR_SUFFIXES = {".csv", ".jsonl", ".ndjson", ".json", ".parquet"}
 HEAD_BYTES = 1 << 16
 #: Files that live beside telemetry but are not telemetry; listed in the summary as ignored.
-IGNORED_NAMES = {"readme.md", "readme", "readme.txt", "labels.json", "provenance.md"}
+IGNORED_NAMES = {"readme.md", "readme", "readme.txt", "labels.json", "provenance.md",
+                 "dlio.log"}
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ class RawFile:
     """A raw file and what it was recognised as.
 
     ``kind`` is ``tabular`` (a canonical table file; ``table`` says which), ``envelope``,
-    ``tool`` (a bare tool output for ``node``), ``dlio`` (MLPerf Storage/DLIO per-rank stats)
+    ``tool`` (a bare tool output for ``node``), ``sysfs_tree`` (a copied
+    ``…/class/infiniband`` directory under ``fabric/<node>/``), ``dlio`` (MLPerf Storage/DLIO per-rank stats)
     ``unknown`` (``reason`` says why) or ``ignored`` (documentation, labels).
     """
 
@@ -98,6 +100,14 @@ def _is_dlio(obj: object) -> bool:
                                           for k in v) for v in obj.values())
 
 
+def _is_dlio_companion(obj: object, name: str) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    if name == "summary.json" and ("num_accelerators" in obj or "metric" in obj):
+        return True
+    return name.endswith("_output.json") and any(str(k).isdigit() for k in obj)
+
+
 def classify(path: Path, rel: str) -> RawFile:
     """Recognise one raw file."""
     parts = Path(rel).parts
@@ -139,6 +149,9 @@ def classify(path: Path, rel: str) -> RawFile:
         if whole is not None:
             if _is_dlio(whole) or name.endswith("per_epoch_stats.json"):
                 return RawFile(path, rel, "dlio")
+            if _is_dlio_companion(whole, name):
+                return RawFile(path, rel, "ignored", reason=(
+                    "DLIO run summary/output: read alongside the per-rank stats"))
             load_all()
             if detect_tool(whole):
                 return _tool_or_unknown(path, rel, place, node)
@@ -177,9 +190,19 @@ def discover(raw_dir: Path) -> list[RawFile]:
     if not raw_dir.is_dir():
         raise RawDirError(f"{raw_dir} is not a directory")
     out = []
+    trees: set[Path] = set()
     for path in sorted(raw_dir.rglob("*")):
         rel_parts = path.relative_to(raw_dir).parts
-        if any(p.startswith(".") for p in rel_parts) or not path.is_file():
+        if any(p.startswith(".") for p in rel_parts):
+            continue
+        if any(t in path.parents for t in trees):
+            continue  # inside a sysfs tree: read as part of it
+        if path.is_dir() and path.name == "infiniband" and len(rel_parts) >= 3 \
+                and rel_parts[0] == "fabric":
+            trees.add(path)
+            out.append(RawFile(path, "/".join(rel_parts), "sysfs_tree", node=rel_parts[1]))
+            continue
+        if not path.is_file():
             continue
         if path.name.lower() in IGNORED_NAMES:
             out.append(RawFile(path, "/".join(rel_parts), "ignored",

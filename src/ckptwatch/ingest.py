@@ -88,7 +88,7 @@ def file_key(data: bytes, raw: RawFile) -> str:
 def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
     """Read and parse one raw file (skips the parse when its key is already in ``known``)."""
     try:
-        data = read_bytes(raw.path)
+        data = _sysfs_tree_bytes(raw) if raw.kind == "sysfs_tree" else read_bytes(raw.path)
     except (OSError, EOFError) as exc:
         return ParsedFile(raw, "", 0, Parsed(), error=f"cannot read {raw.rel}: {exc}")
     key = file_key(data, raw)
@@ -106,6 +106,8 @@ def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
             ts = time_from_name(raw.path.name) or datetime.fromtimestamp(
                 raw.path.stat().st_mtime, tz=UTC)
             parsed = read_tool_file(data, file_label=raw.rel, node=raw.node, ts=ts)
+        elif raw.kind == "sysfs_tree":
+            parsed = _parse_sysfs_tree(raw)
         elif raw.kind == "dlio":
             parsed = _parse_dlio(raw, data)
         else:
@@ -125,12 +127,60 @@ def _parse_tabular(raw: RawFile, data: bytes) -> Parsed:
     return canonicalise(loader(data, raw.table), raw.table, file_label=raw.rel)
 
 
+def _sysfs_tree_bytes(raw: RawFile) -> bytes:
+    """A sysfs tree's identity: its counter files' paths and contents."""
+    import json
+
+    from ckptwatch.sources.sysfs_ib import read_sysfs_tree
+
+    return json.dumps(read_sysfs_tree(raw.path), sort_keys=True).encode()
+
+
+def _parse_sysfs_tree(raw: RawFile) -> Parsed:
+    """A copied ``/sys/class/infiniband`` tree; its time is in a directory name or the mtime."""
+    from ckptwatch.sources.base import ToolContext
+    from ckptwatch.sources.envelope import parse_tool_output, rows_to_frames
+    from ckptwatch.sources.sysfs_ib import read_sysfs_tree
+
+    assert raw.node is not None
+    ts = next((t for t in (time_from_name(p) for p in Path(raw.rel).parts) if t), None)
+    if ts is None:
+        newest = max((p.stat().st_mtime for p in raw.path.rglob("*") if p.is_file()),
+                     default=raw.path.stat().st_mtime)
+        ts = datetime.fromtimestamp(newest, tz=UTC)
+    out = Parsed()
+    ctx = ToolContext(node=raw.node, ts=ts, source="sysfs-ib")
+    rows_to_frames(parse_tool_output(read_sysfs_tree(raw.path), ctx), out)
+    return out
+
+
 def _parse_dlio(raw: RawFile, data: bytes) -> Parsed:
-    try:
-        from ckptwatch.sources import mlperf
-    except ImportError as exc:
-        raise RecordError("MLPerf Storage / DLIO parser not available in this build") from exc
-    return mlperf.read_dlio_file(data, rel=raw.rel)  # type: ignore[attr-defined]
+    """A DLIO/MLPerf Storage ``<rank>_per_epoch_stats.json``: job = its directory's name, the
+    rank from the file name, the rank count from the run's ``summary.json`` beside it."""
+    import json
+
+    from ckptwatch.sources import mlperf
+    from ckptwatch.sources.envelope import rows_to_frames
+
+    rank = mlperf.rank_from_filename(raw.path.name)
+    if rank is None:  # DLIO names per-rank files <rank>_per_epoch_stats.json; bare is rank 0
+        rank = 0
+    parent = raw.path.parent
+    job_id = parent.name if len(Path(raw.rel).parts) > 2 else raw.path.stem
+    n_ranks = None
+    summary = parent / "summary.json"
+    if summary.exists():
+        try:
+            n_ranks = mlperf.n_ranks_from_summary(json.loads(summary.read_text()))
+        except (OSError, ValueError):
+            n_ranks = None
+    rows = mlperf.parse_dlio_per_epoch_stats(data, rank=rank, job_id=job_id, node=None,
+                                             n_ranks=n_ranks)
+    out = Parsed()
+    rows_to_frames({"checkpoint_writes": rows}, out)
+    out.notes.append(f"{raw.rel}: DLIO stats name no node or target (node='unknown'); "
+                     "see docs/formats.md to supply them")
+    return out
 
 
 def _clip(data: bytes) -> str:

@@ -175,6 +175,19 @@ def time_from_name(name: str) -> datetime | None:
     return None
 
 
+_TOOL_WORDS = {"smartctl", "smart", "nvme", "perfquery", "ethtool", "sysfs", "prometheus",
+               "node", "metrics", "scrape", "ocp", "counters", "stats", "output", "out"}
+
+
+def device_from_name(name: str) -> str | None:
+    """The device a bare tool file names: ``eth0_2026….txt`` -> ``eth0``; tool words -> None."""
+    stem = name.split(".", 1)[0]
+    token = re.split(r"[_\-@]", stem, maxsplit=1)[0]
+    if not token or token.lower() in _TOOL_WORDS or token[0].isdigit():
+        return None
+    return token
+
+
 def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
                    device: str | None = None) -> Parsed:
     """A bare tool output (JSON object or text) for one node; the whole file is one record."""
@@ -196,6 +209,8 @@ def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
         out.rejects.append(Reject("not a recognised tool output (smartctl, nvme-cli, perfquery, "
                                   "sysfs, ethtool, prometheus)", None, _clip(text)))
         return out
+    if device is None:
+        device = device_from_name(file_label.rsplit("/", 1)[-1])
     ctx = ToolContext(node=node, ts=ts, source=source, device=device)
     try:
         rows_to_frames(parse_tool_output(output, ctx), out)

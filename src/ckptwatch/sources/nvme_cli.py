@@ -1,0 +1,367 @@
+"""nvme-cli: ``nvme smart-log -o json`` and the OCP extended SMART log (``nvme ocp smart-add-log``).
+
+``nvme-smart-log``: the NVMe SMART / Health log as nvme-cli prints it in JSON. nvme-cli reports
+the composite temperature in Kelvin (1.x and 2.x alike); values of 200 and above are read as
+Kelvin and converted with ``K - 273`` (as nvme-cli and smartctl print Celsius). Counters may be
+JSON numbers, floats or strings (all seen in the wild). ``critical_warning`` may be a number or,
+from nvme-cli 2.11, an object whose ``value`` is the byte.
+
+``nvme-ocp-smart``: the OCP Datacenter NVMe SSD "SMART / Health Information Extended" log (C0h),
+from ``nvme ocp smart-add-log`` as text or JSON (``-o json``: both nvme-cli's titled keys and its
+snake_case keys), and the same log page as ``nvme wdc vs-smart-add-log`` prints it ("SMART Cloud
+Attributes"). Physical media units written/read are bytes (128-bit; printed as ``hi lo`` by older
+nvme-cli). The vendor logs whose units are documented by their own labels are read too:
+Samsung (``PhysicallyWrittenBytes``), Liteon/SSSTC (``Physical(NAND) bytes written``), Toshiba
+(``Total data written to NAND : … GiB``), SK hynix (erase counts, free blocks; its "Physical Media
+Units Written" has no stated unit and is not read) and Intel ``smart-log-add`` (erase counts,
+throttling; its ``nand_bytes_written`` is in undocumented units and is not read).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from ckptwatch.errors import RecordError
+from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.smartctl import DATA_UNIT_BYTES, nvme_device_name
+from ckptwatch.sources.textkv import iter_lines, label_key, parse_int, parse_number, shorten
+
+SMART_LOG_SOURCE = "nvme-smart-log"
+OCP_SOURCE = "nvme-ocp-smart"
+
+#: Temperatures at or above this are Kelvin (no working drive reads 200 degC; none reads -73).
+KELVIN_THRESHOLD = 200
+
+#: nvme-cli smart-log JSON key -> (canonical metric, multiplier).
+SMART_LOG_METRICS: dict[str, tuple[str, float]] = {
+    "critical_warning": ("critical_warning", 1),
+    "avail_spare": ("available_spare_pct", 1),
+    "spare_thresh": ("available_spare_threshold_pct", 1),
+    "percent_used": ("percent_used_pct", 1),
+    "percentage_used": ("percent_used_pct", 1),
+    "endurance_grp_critical_warning_summary": ("endurance_group_critical_warning", 1),
+    "data_units_read": ("host_read_bytes", DATA_UNIT_BYTES),
+    "data_units_written": ("host_written_bytes", DATA_UNIT_BYTES),
+    "host_read_commands": ("host_read_commands", 1),
+    "host_write_commands": ("host_write_commands", 1),
+    "controller_busy_time": ("controller_busy_time_min", 1),
+    "power_cycles": ("power_cycles", 1),
+    "power_on_hours": ("power_on_hours", 1),
+    "unsafe_shutdowns": ("unsafe_shutdowns", 1),
+    "media_errors": ("media_errors", 1),
+    "num_err_log_entries": ("num_err_log_entries", 1),
+    "warning_temp_time": ("warning_temp_time_min", 1),
+    "critical_comp_time": ("critical_comp_time_min", 1),
+    "thm_temp1_trans_count": ("thermal_mgmt_temp1_transitions", 1),
+    "thm_temp2_trans_count": ("thermal_mgmt_temp2_transitions", 1),
+    "thm_temp1_total_time": ("thermal_mgmt_temp1_time_s", 1),
+    "thm_temp2_total_time": ("thermal_mgmt_temp2_time_s", 1),
+}
+
+
+def kelvin_to_celsius(value: float) -> float:
+    """nvme-cli temperatures: Kelvin when >= 200 (converted as ``K - 273``), else Celsius."""
+    return value - 273 if value >= KELVIN_THRESHOLD else value
+
+
+def _device(ctx: ToolContext, what: str) -> str:
+    if not ctx.device:
+        raise RecordError(f"{what} output names no device; give it in the envelope 'device' or "
+                          "the file name (smart/<node>/nvme0.json)")
+    return nvme_device_name(ctx.device)
+
+
+def _rows(ctx: ToolContext, device: str, values: dict[str, float]) -> list[dict[str, Any]]:
+    return [
+        {"ts": ctx.ts, "node": ctx.node, "device": device, "source": ctx.source,
+         "metric": metric, "value": value, "model": None, "serial": None, "firmware": None}
+        for metric, value in values.items()
+    ]
+
+
+# --------------------------------------------------------------------------- smart-log JSON
+
+
+def detect_smart_log(output: Any) -> bool:
+    """``nvme smart-log -o json``: a flat object with data units and nvme-cli's spare keys."""
+    return (
+        isinstance(output, dict)
+        and "data_units_written" in output
+        and ("avail_spare" in output or "spare_thresh" in output)
+        and "smartctl" not in output
+    )
+
+
+@register_tool(SMART_LOG_SOURCE, detect_smart_log)
+def parse_smart_log(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
+    """``nvme smart-log /dev/nvmeX -o json`` -> ``nvme_smart`` rows."""
+    if not isinstance(output, dict):
+        raise RecordError("nvme smart-log output is not a JSON object "
+                          f"(got {type(output).__name__})")
+    values: dict[str, float] = {}
+    for key, (metric, scale) in SMART_LOG_METRICS.items():
+        if key not in output:
+            continue
+        raw = output[key]
+        if key == "critical_warning" and isinstance(raw, dict):
+            raw = raw.get("value")
+        num = parse_number(raw)
+        if num is None:
+            raise RecordError(f"nvme smart-log field '{key}' is not a number: {shorten(repr(raw))}")
+        values[metric] = float(num) * scale
+    temps = [(k, v) for k, v in output.items()
+             if k == "temperature" or re.fullmatch(r"temperature_sensor_?\d+", k)]
+    for key, raw in temps:
+        num = parse_number(raw)
+        if num is None:
+            raise RecordError(f"nvme smart-log field '{key}' is not a number: {shorten(repr(raw))}")
+        digits = re.sub(r"\D", "", key)
+        metric = "temperature_c" if key == "temperature" else f"temperature_sensor{digits}_c"
+        values[metric] = kelvin_to_celsius(float(num))
+    if "host_written_bytes" not in values or "temperature_c" not in values:
+        missing = [k for k in ("data_units_written", "temperature") if k not in output]
+        raise RecordError(f"nvme smart-log output lacks {', '.join(missing)} (truncated or not "
+                          "`nvme smart-log -o json`?)")
+    return {"nvme_smart": _rows(ctx, _device(ctx, "nvme smart-log"), values)}
+
+
+# --------------------------------------------------------------------------- OCP / vendor logs
+
+#: Normalised label (see ``label_key``) -> canonical metric. Full-match regexes; the first match
+#: wins. Byte counters are exact bytes; ``_pct`` are percent; counts are counts.
+OCP_LABELS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(p), m) for p, m in [
+        (r"physical media units written", "media_written_bytes"),
+        (r"physical media units read", "media_read_bytes"),
+        (r"physicallywrittenbytes|physically written bytes", "media_written_bytes"),
+        (r"physically read bytes", "media_read_bytes"),
+        (r"physical\(nand\) bytes written", "media_written_bytes"),
+        (r"physical\(nand\) bytes read", "media_read_bytes"),
+        (r"total data written to nand", "media_written_bytes"),
+        (r"total data read from nand", "media_read_bytes"),
+        (r"bad user nand blocks( -)? raw|bad (user )?nand block count ?\(raw( value)?\)",
+         "bad_user_nand_blocks"),
+        (r"bad system nand blocks( -)? raw|bad system nand block count ?\(raw( value)?\)",
+         "bad_system_nand_blocks"),
+        (r"xor recovery count", "xor_recovery_count"),
+        (r"uncorrectable read error count|uncorrectable read errors", "uncorrectable_read_errors"),
+        (r"soft ecc error count", "soft_ecc_errors"),
+        (r"end to end corrected errors|ssd end to end correction counts? \(corrected errors\)"
+         r"|ssd end to end corrected errors counts|end-to-end error count \(corrected\)",
+         "e2e_corrected_errors"),
+        (r"end to end detected errors|ssd end to end correction counts? \(detected errors\)"
+         r"|ssd end to end detected errors counts|end-to-end error count \(detected\)",
+         "e2e_detected_errors"),
+        (r"system data (percent|percentage) used|system data %{1,2} (life-)?used"
+         r"|system data used", "system_data_used_pct"),
+        (r"refresh counts?", "refresh_count"),
+        (r"max user data erase counts?|user data erase counts? (maximum|\(max(imum tlc)?\))",
+         "max_erase_count"),
+        (r"min user data erase counts?|user data erase counts? (minimum|\(min(imum tlc)?\))",
+         "min_erase_count"),
+        (r"nand avg erase count", "avg_erase_count"),
+        (r"number of thermal throttling events|thermal throttling (events|count)"
+         r"|thermal throttling status & count \(number of thermal throttling events\)",
+         "thermal_throttle_count"),
+        (r"current throttling status|thermal throttling status"
+         r"|thermal throttling status & count \(current throttling status\)",
+         "thermal_throttle_status"),
+        (r"light throttle time \(seconds\)", "thermal_throttle_light_time_s"),
+        (r"heavy throttle time \(seconds\)", "thermal_throttle_heavy_time_s"),
+        (r"pcie correctable error(s| count)", "pcie_correctable_errors"),
+        (r"incomplete shutdowns", "incomplete_shutdowns"),
+        (r"percent free blocks|%{1,2} free blocks( \(user\))?|free blocks", "free_blocks_pct"),
+        (r"capacitor health", "capacitor_health_pct"),
+        (r"unaligned i/o|unaligned io", "unaligned_io"),
+        (r"plp start count", "plp_start_count"),
+        (r"pcie link retraining count", "pcie_link_retraining_count"),
+        (r"power state change count", "power_state_change_count"),
+        (r"command timeouts", "command_timeouts"),
+        (r"program fail count ?\(raw( value)?\)", "program_fail_count"),
+        (r"(user data )?erase fail count ?\(raw( value)?\)", "erase_fail_count"),
+    ]
+]
+
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_VALUE = re.compile(
+    r"(?P<num>0[xX][0-9a-fA-F]+|\d[\d,]*(?:\.\d+)?)(?:\s+(?P<lo>\d+))?\s*(?P<unit>%|[KMGT]iB|B)?"
+)
+_LINE = re.compile(
+    r"^\s*(?P<label>.*?\S)\s*(?:[:\-]\s*|\t\s*|\s{2,})"
+    r"(?P<value>(?:0[xX][0-9a-fA-F]+|\d[\d,]*(?:\.\d+)?)(?:\s+\d+)?\s*(?:%|[KMGT]iB|B)?)\s*$"
+)
+
+
+def ocp_metric(label: str) -> str | None:
+    """The canonical metric of an OCP / vendor log label (text label or JSON key), or None."""
+    key = label_key(label)
+    for pattern, metric in OCP_LABELS:
+        if pattern.fullmatch(key):
+            return metric
+    return None
+
+
+def _text_value(text: str, metric: str, where: str) -> float:
+    m = _VALUE.fullmatch(text.strip())
+    if not m:
+        raise RecordError(f"{where}: cannot read a number from {shorten(text)!r}")
+    num = parse_number(m.group("num"))
+    if num is None:
+        raise RecordError(f"{where}: cannot read a number from {shorten(text)!r}")
+    if m.group("lo") is not None:  # older nvme-cli prints 128-bit counters as "hi lo"
+        num = (int(num) << 64) + int(m.group("lo"))
+    unit = (m.group("unit") or "").lower()
+    if unit in _UNITS:
+        num = num * _UNITS[unit]
+    return float(round(num)) if unit not in ("", "%") else float(num)
+
+
+_INTEL_1X = re.compile(r"^(?P<key>[a-z_]+)\s*:\s*(?P<norm>\d+)%\s+(?P<raw>.*?)\s*$")
+_INTEL_2X = re.compile(
+    r"^\s*0x[0-9a-fA-F]{2}\s+(?P<key>[a-z_]+)\s+(?P<norm>\d+)\s+(?P<raw>\d+)\s*$")
+_INTEL_SIMPLE = {
+    "program_fail_count": "program_fail_count",
+    "erase_fail_count": "erase_fail_count",
+    "end_to_end_error_detection_count": "e2e_detected_errors",
+    "e2e_error_detect_count": "e2e_detected_errors",
+    "crc_error_count": "crc_errors",
+    "retry_buffer_overflow_count": "retry_buffer_overflows",
+    "retry_buff_overflow_count": "retry_buffer_overflows",
+    "pll_lock_loss_count": "pll_lock_losses",
+    "pll_lock_loss_counter": "pll_lock_losses",
+}
+
+
+def _parse_intel(text: str) -> dict[str, float]:
+    """``nvme intel smart-log-add`` (1.x ``key : norm% raw`` and 2.x ``ID KEY norm raw``)."""
+    values: dict[str, float] = {}
+    for i, line in iter_lines(text):
+        m1, m2 = _INTEL_1X.match(line.strip()), _INTEL_2X.match(line)
+        if m2:
+            key, raw = m2.group("key"), int(m2.group("raw"))
+            if key in _INTEL_SIMPLE:
+                values[_INTEL_SIMPLE[key]] = float(raw)
+            elif key == "wear_leveling_count":  # packed le16 min, max, avg (nvme-cli struct)
+                values["min_erase_count"] = float(raw & 0xFFFF)
+                values["max_erase_count"] = float(raw >> 16 & 0xFFFF)
+                values["avg_erase_count"] = float(raw >> 32 & 0xFFFF)
+            elif key == "thermal_throttle_status":  # packed u8 percent, u32 count
+                values["thermal_throttle_pct"] = float(raw & 0xFF)
+                values["thermal_throttle_count"] = float(raw >> 8 & 0xFFFFFFFF)
+        elif m1:
+            key, raw_text = m1.group("key"), m1.group("raw")
+            if key in _INTEL_SIMPLE:
+                num = parse_int(raw_text)
+                if num is None:
+                    raise RecordError(f"intel smart-log-add line {i}: {key} is not a number: "
+                                      f"{shorten(raw_text)!r}")
+                values[_INTEL_SIMPLE[key]] = float(num)
+            elif key == "wear_leveling":
+                wl = re.fullmatch(r"min:\s*(\d+),\s*max:\s*(\d+),\s*avg:\s*(\d+)", raw_text)
+                if not wl:
+                    raise RecordError(f"intel smart-log-add line {i}: wear_leveling is not "
+                                      f"'min: N, max: N, avg: N': {shorten(raw_text)!r}")
+                values["min_erase_count"] = float(wl.group(1))
+                values["max_erase_count"] = float(wl.group(2))
+                values["avg_erase_count"] = float(wl.group(3))
+            elif key == "thermal_throttle_status":
+                tt = re.fullmatch(r"(\d+)%,\s*cnt:\s*(\d+)", raw_text)
+                if tt:
+                    values["thermal_throttle_pct"] = float(tt.group(1))
+                    values["thermal_throttle_count"] = float(tt.group(2))
+    return values
+
+
+_ERROR_LINE = re.compile(r"^\s*(ERROR|Error|error)\b.*|.*\b(not supported|unsupported)\b.*")
+_SEAGATE = "Seagate Extended SMART Information"
+_INTEL = "Additional Smart Log for NVME device"
+#: SK hynix's log reuses OCP labels, but its "Physical Media Units" carry no stated unit.
+_SKHYNIX = "Physical Media Units Written - TLC"
+_TEXT_MARKERS = (
+    "SMART Cloud Attributes", "Physical media units written", "PhysicallyWrittenBytes",
+    "Physical(NAND) bytes written", "Total data written to NAND", _INTEL,
+    _SKHYNIX, _SEAGATE,
+)
+
+
+def _parse_ocp_text(text: str) -> dict[str, float]:
+    if _INTEL in text:
+        return _parse_intel(text)
+    if _SEAGATE in text:
+        raise RecordError("Seagate vs-smart-add-log table: its Ext-Smart-Value fields are "
+                          "vendor-packed hex with undocumented units, not read; collect "
+                          "`nvme ocp smart-add-log` instead if the drive supports it")
+    values: dict[str, float] = {}
+    for i, line in iter_lines(text):
+        m = _LINE.match(line)
+        if not m:
+            continue
+        metric = ocp_metric(m.group("label"))
+        if metric is None or metric in values:
+            continue
+        values[metric] = _text_value(m.group("value"), metric, f"line {i}")
+    if _SKHYNIX in text:
+        values.pop("media_written_bytes", None)
+        values.pop("media_read_bytes", None)
+    return values
+
+
+def _parse_ocp_json(doc: dict[str, Any]) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for key, raw in doc.items():
+        metric = ocp_metric(key)
+        if metric is None or metric in values:
+            continue
+        num = parse_number(raw)
+        if num is None:
+            raise RecordError(f"OCP smart-add-log field '{key}' is not a number: "
+                              f"{shorten(repr(raw))}")
+        values[metric] = float(num)
+    return values
+
+
+def detect_ocp(output: Any) -> bool:
+    """OCP C0 extended SMART log (JSON keys or text) or a vendor smart-add-log text."""
+    if isinstance(output, dict):
+        return any(k in output for k in ("Physical media units written",
+                                         "physical_media_units_written"))
+    if isinstance(output, str):
+        head = output[:4000]
+        return any(marker in head for marker in _TEXT_MARKERS)
+    return False
+
+
+def _error_text(text: str) -> str | None:
+    lines = [line.strip() for _, line in iter_lines(text)]
+    if lines and all(_ERROR_LINE.match(line) for line in lines):
+        return " | ".join(lines)
+    return None
+
+
+@register_tool(OCP_SOURCE, detect_ocp)
+def parse_ocp_smart(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
+    """``nvme ocp smart-add-log`` (text or ``-o json``) or a vendor log -> ``nvme_smart`` rows."""
+    if isinstance(output, dict):
+        values = _parse_ocp_json(output)
+    elif isinstance(output, str):
+        err = _error_text(output)
+        if err:
+            raise RecordError(f"nvme-cli printed an error instead of the log: {shorten(err)!r}")
+        values = _parse_ocp_text(output)
+    else:
+        raise RecordError(f"OCP smart-add-log output is neither text nor a JSON object "
+                          f"(got {type(output).__name__})")
+    if not values:
+        raise RecordError("no OCP / vendor extended SMART field recognised (expected e.g. "
+                          "'Physical media units written', 'Percent free blocks')")
+    return {"nvme_smart": _rows(ctx, _device(ctx, "OCP smart-add-log"), values)}
+
+
+def ocp_metrics_known() -> Iterable[str]:
+    """Every canonical metric the OCP / vendor parser can produce (for docs and tests)."""
+    seen: dict[str, None] = {m: None for _, m in OCP_LABELS}
+    for m in (*_INTEL_SIMPLE.values(), "avg_erase_count", "thermal_throttle_pct"):
+        seen.setdefault(m, None)
+    return list(seen)
