@@ -38,3 +38,15 @@ class QueryError(CkptwatchError):
 
 class PlanInputError(CkptwatchError):
     """A planning input, config file or sweep specification is malformed or out of range."""
+
+
+class ConfigError(CkptwatchError):
+    """The settings file is missing, not TOML, or holds an unknown key or a bad value."""
+
+
+class SinkError(CkptwatchError):
+    """An alert sink could not deliver a batch (the batch stays pending for the next run)."""
+
+    def __init__(self, sink: str, message: str) -> None:
+        super().__init__(message)
+        self.sink = sink

@@ -1,0 +1,315 @@
+"""Alert sinks: stdout, a JSON Lines file, a generic webhook, Alertmanager's v2 API.
+
+An alert is a dict in Alertmanager's format (``labels``, ``annotations``, ``startsAt``,
+``endsAt``) plus ``status`` (``firing``/``resolved``) and ``fingerprint``. Every sink takes a
+batch and either delivers all of it or raises :class:`SinkError`; :func:`deliver` runs each
+configured sink, keeps what a failing sink did not get for the next run, and never lets one
+sink's failure stop another.
+
+HTTP goes through ``urllib.request`` (no extra dependency): JSON body, a timeout, one retry on
+a connection error, a timeout or a 5xx/429 answer. Errors name the URL without credentials or
+query string, and every secret of the settings is redacted from them.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import logging
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+from ckptwatch import __version__
+from ckptwatch.errors import SinkError
+from ckptwatch.settings import Secret, Settings, display_url, redact
+
+log = logging.getLogger(__name__)
+
+#: The fields of Alertmanager's ``postableAlert``; everything else is ours.
+ALERTMANAGER_FIELDS = ("labels", "annotations", "startsAt", "endsAt", "generatorURL")
+ALERTMANAGER_PATH = "/api/v2/alerts"
+RETRY_BACKOFF_S = 0.5
+
+Alert = dict[str, Any]
+
+
+class Sink(Protocol):
+    """Somewhere alerts go. ``name`` keys the pending queue in the alert state."""
+
+    name: str
+
+    def send(self, alerts: Sequence[Alert]) -> None:
+        """Deliver every alert of the batch, or raise :class:`SinkError`."""
+        ...
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+
+def render_alert(alert: Mapping[str, Any]) -> str:
+    """An alert as a person reads it (the stdout sink, the CLI's table format)."""
+    labels = alert.get("labels", {})
+    ann = alert.get("annotations", {})
+    status = str(alert.get("status", "firing")).upper()
+    head = (f"[{status}:{labels.get('severity', '?')}] {labels.get('alertname', '?')} "
+            f"job_id={labels.get('job_id', '?')} tier={labels.get('tier', '?')}")
+    lines = [head, f"  {ann.get('summary', '')}"]
+    nums = [f"{k.removesuffix('_s')} {ann[k]} s" for k in
+            ("p50_s", "p99_s", "max_s", "timeout_s", "headroom_s") if k in ann]
+    if nums:
+        lines.append("  " + " | ".join(nums))
+    if ann.get("forecast"):
+        lines.append(f"  forecast: {ann['forecast']}")
+    if ann.get("worst_step"):
+        lines.append(f"  worst checkpoint in the window: step {ann['worst_step']}")
+    if ann.get("top_cause"):
+        lines.append(f"  top cause of the worst recent stall: {ann['top_cause']}")
+    span = f"since {alert.get('startsAt', '?')}"
+    if status == "RESOLVED":
+        span += f", resolved {alert.get('endsAt', '?')}"
+    lines.append(f"  {span}  fingerprint {alert.get('fingerprint', '?')}")
+    return "\n".join(lines)
+
+
+# -- local sinks ------------------------------------------------------------------------------
+
+
+class StdoutSink:
+    """Print each alert, human-readable, to a stream (default: stdout at send time)."""
+
+    name = "stdout"
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+
+    def send(self, alerts: Sequence[Alert]) -> None:
+        """Print the batch."""
+        out = self.stream or sys.stdout
+        for a in alerts:
+            print(render_alert(a), file=out, flush=True)
+
+
+class JsonlSink:
+    """Append each alert as one JSON object a line; fsync before returning."""
+
+    name = "jsonl"
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def send(self, alerts: Sequence[Alert]) -> None:
+        """Append the batch."""
+        text = "".join(json.dumps(a, sort_keys=True) + "\n" for a in alerts)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise SinkError(self.name, f"cannot append alerts to JSON Lines file {self.path}: "
+                            f"{exc.strerror or exc}") from None
+
+
+# -- HTTP -------------------------------------------------------------------------------------
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None]:
+    """(url without user:password, "user:password" or None)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return clean, f"{parts.username}:{parts.password or ''}"
+
+
+def _basic(pair: str) -> str:
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: float,
+              sink: str, secrets: Sequence[str], shown_url: str | None = None,
+              retries: int = 1) -> None:
+    """POST ``body`` as JSON; retry ``retries`` times on connection errors, timeouts, 5xx, 429.
+
+    Raises :class:`SinkError` naming the sink and the URL as ``shown_url`` (default: the URL
+    without credentials or query), with every secret redacted from the reason.
+    """
+    data = json.dumps(body).encode()
+    target, userinfo = _split_userinfo(url)
+    hdrs = {"Content-Type": "application/json", "User-Agent": f"ckptwatch/{__version__}",
+            **headers}
+    if userinfo and "Authorization" not in hdrs:
+        hdrs["Authorization"] = _basic(userinfo)
+    shown = shown_url or display_url(url)
+    reason = ""
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(RETRY_BACKOFF_S)
+        req = urllib.request.Request(target, data=data, headers=hdrs, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                resp.read()
+            return
+        except urllib.error.HTTPError as exc:
+            excerpt = _excerpt(exc)
+            reason = f"HTTP {exc.code} {exc.reason}" + (f": {excerpt}" if excerpt else "")
+            if exc.code < 500 and exc.code != 429:
+                break  # the request is wrong (auth, schema): retrying will not help
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            inner = getattr(exc, "reason", exc)
+            reason = str(inner) or type(inner).__name__
+    tries = attempt + 1
+    msg = (f"{sink}: POST {shown} failed ({tries} attempt{'s' if tries > 1 else ''}): "
+           f"{reason}")
+    raise SinkError(sink, redact(msg, secrets))
+
+
+def _excerpt(exc: urllib.error.HTTPError, limit: int = 300) -> str:
+    try:
+        text = exc.read(limit).decode("utf-8", errors="replace")
+    except (OSError, ValueError):
+        return ""
+    return " ".join(text.split())[:limit]
+
+
+@dataclass
+class WebhookSink:
+    """POST the JSON array of alerts to a URL, optionally with a bearer token."""
+
+    url: str
+    token: Secret | None = None
+    timeout_s: float = 10.0
+    url_is_secret: bool = False
+    secrets: Sequence[str] = field(default_factory=list)
+    name: str = "webhook"
+
+    def shown_url(self) -> str:
+        """The URL as logs show it."""
+        if self.url_is_secret:
+            parts = urlsplit(self.url)
+            return f"{parts.scheme}://{parts.hostname}/… (secret URL)"
+        return display_url(self.url)
+
+    def send(self, alerts: Sequence[Alert]) -> None:
+        """POST the batch."""
+        headers = {"Authorization": f"Bearer {self.token.reveal()}"} if self.token else {}
+        post_json(self.url, list(alerts), headers=headers, timeout_s=self.timeout_s,
+                  sink=self.name, secrets=self._all_secrets(), shown_url=self.shown_url())
+
+    def _all_secrets(self) -> list[str]:
+        out = list(self.secrets)
+        if self.token:
+            out.append(self.token.reveal())
+        if self.url_is_secret:
+            out.append(self.url)
+        return out
+
+
+@dataclass
+class AlertmanagerSink:
+    """POST alerts to Alertmanager's ``/api/v2/alerts`` (basic auth or bearer token)."""
+
+    url: str
+    basic_auth: Secret | None = None
+    token: Secret | None = None
+    timeout_s: float = 10.0
+    secrets: Sequence[str] = field(default_factory=list)
+    name: str = "alertmanager"
+
+    def endpoint(self) -> str:
+        """The full URL alerts are POSTed to."""
+        base = self.url.rstrip("/")
+        return base if base.endswith(ALERTMANAGER_PATH) else base + ALERTMANAGER_PATH
+
+    def send(self, alerts: Sequence[Alert]) -> None:
+        """POST the batch (only Alertmanager's own fields)."""
+        headers: dict[str, str] = {}
+        secrets = list(self.secrets)
+        if self.basic_auth:
+            headers["Authorization"] = _basic(self.basic_auth.reveal())
+            secrets.append(self.basic_auth.reveal())
+        elif self.token:
+            headers["Authorization"] = f"Bearer {self.token.reveal()}"
+            secrets.append(self.token.reveal())
+        body = [{k: a[k] for k in ALERTMANAGER_FIELDS if k in a} for a in alerts]
+        post_json(self.endpoint(), body, headers=headers, timeout_s=self.timeout_s,
+                  sink=self.name, secrets=secrets)
+
+
+# -- wiring -----------------------------------------------------------------------------------
+
+
+def build_sinks(settings: Settings, *, stdout: bool | None = None,
+                stream: TextIO | None = None) -> list[Sink]:
+    """The sinks the settings configure (``stdout`` overrides ``[sinks] stdout``)."""
+    s = settings.sinks
+    secrets = settings.secrets()
+    sinks: list[Sink] = []
+    if s.stdout if stdout is None else stdout:
+        sinks.append(StdoutSink(stream))
+    if s.jsonl is not None:
+        sinks.append(JsonlSink(s.jsonl))
+    if s.webhook_url:
+        sinks.append(WebhookSink(s.webhook_url, s.webhook_token, s.timeout_s,
+                                 url_is_secret=s.webhook_url_secret, secrets=secrets))
+    if s.alertmanager_url:
+        sinks.append(AlertmanagerSink(s.alertmanager_url, s.alertmanager_basic_auth,
+                                      s.alertmanager_token, s.timeout_s, secrets=secrets))
+    return sinks
+
+
+@dataclass
+class Delivery:
+    """What one round of sends did: the alerts handed to sinks, what is left, what failed."""
+
+    #: Every alert this round tried to deliver (due, then pending retries), in order.
+    alerts: list[Alert]
+    #: sink name -> fingerprint -> alert still to deliver to that sink next run.
+    pending: dict[str, dict[str, Alert]]
+    failures: list[SinkError]
+
+
+def deliver(due: Sequence[Alert], sinks: Sequence[Sink],
+            pending: Mapping[str, Mapping[str, Alert]] | None = None) -> Delivery:
+    """Send each sink its pending alerts from earlier runs plus ``due``; keep what failed.
+
+    For one fingerprint only the newest alert is sent (a resolution supersedes a firing alert
+    that never arrived). A failing sink keeps its whole batch pending; other sinks go on.
+    """
+    pending = pending or {}
+    sent: dict[tuple[str, str], Alert] = {}
+    for a in due:
+        sent[(a["fingerprint"], a["status"])] = a
+    new_pending: dict[str, dict[str, Alert]] = {}
+    failures: list[SinkError] = []
+    for sink in sinks:
+        batch: dict[str, Alert] = dict(pending.get(sink.name, {}))
+        for a in due:
+            batch.pop(a["fingerprint"], None)
+            batch[a["fingerprint"]] = a
+        if not batch:
+            continue
+        for a in batch.values():
+            sent.setdefault((a["fingerprint"], a["status"]), a)
+        try:
+            sink.send(list(batch.values()))
+            log.info("alerts: %d sent to %s", len(batch), sink.name)
+        except SinkError as exc:
+            log.warning("alerts: %s (kept %d alert(s) for the next run)", exc, len(batch))
+            failures.append(exc)
+            new_pending[sink.name] = batch
+    return Delivery(alerts=list(sent.values()), pending=new_pending, failures=failures)

@@ -1,0 +1,448 @@
+"""User settings: the one place that reads the ``ckptwatch.toml`` config file and the
+environment variables it names.
+
+Which file: ``--config FILE`` (passed here as ``path``), else ``$CKPTWATCH_CONFIG``, else none
+(built-in defaults). The file is TOML; every table and key is optional::
+
+    [alerts]                      # timeout headroom: levels are fractions of the job's timeout
+    warning = 0.7
+    critical = 0.9
+    window = 20                   # trailing checkpoints per job
+    horizon_s = 21600             # forecast horizon
+
+    [alerts.jobs."llama-70b"]     # per-job overrides: warning, critical, window, horizon_s,
+    critical = 0.85               # tail, enabled
+
+    [sinks]
+    stdout = true
+    jsonl = "alerts.jsonl"        # relative paths are relative to the config file
+    webhook_url = "https://hooks.example.com/ckptwatch"
+    webhook_token_env = "CKPTWATCH_WEBHOOK_TOKEN"
+    alertmanager_url = "http://127.0.0.1:9093"
+    alertmanager_basic_auth_env = "CKPTWATCH_AM_BASIC_AUTH"   # "user:password"
+
+Secrets (tokens, basic auth, a secret-bearing webhook URL) are read from the environment
+variable a ``*_env`` key names — or, discouraged, from a literal key in the file — and are held
+as :class:`Secret`, whose ``repr``/``str`` never show the value. :meth:`Settings.secrets`
+lists every secret value so that output and errors can be passed through :func:`redact`.
+See ``examples/ckptwatch.toml`` for every key with its meaning.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from ckptwatch.errors import ConfigError
+
+CONFIG_ENV = "CKPTWATCH_CONFIG"
+REDACTED = "***"
+TAIL_STATS = ("max", "p99")
+
+log = logging.getLogger(__name__)
+
+
+class Secret:
+    """A secret string. ``repr`` and ``str`` name where it came from, never its value."""
+
+    __slots__ = ("_value", "origin")
+
+    def __init__(self, value: str, origin: str) -> None:
+        self._value = value
+        self.origin = origin
+
+    def reveal(self) -> str:
+        """The secret value: only for building a request header, never for output."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret(<from {self.origin}>)"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._value))
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every occurrence of each secret value replaced by ``***``."""
+    for value in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def url_secrets(url: str) -> list[str]:
+    """Secret parts of a URL: the userinfo password (and user:password) and query values."""
+    parts = urlsplit(url)
+    out: list[str] = []
+    if parts.password:
+        out += [parts.password, f"{parts.username}:{parts.password}"]
+    out += [v for _, v in parse_qsl(parts.query, keep_blank_values=False) if len(v) >= 4]
+    return out
+
+
+def display_url(url: str) -> str:
+    """A URL fit for logs: no user:password, query string replaced by ``?…``."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    query = "?…" if parts.query else ""
+    return f"{parts.scheme}://{netloc}{parts.path}{query}"
+
+
+# -- alert settings ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobAlertSettings:
+    """The alert knobs that apply to one job (global values merged with its overrides)."""
+
+    #: Warning level as a fraction of the job's ``checkpoint_timeout_s``.
+    warning: float = 0.7
+    #: Critical level as a fraction of the timeout.
+    critical: float = 0.9
+    #: Trailing window: how many of the job's latest checkpoints make up its tail.
+    window: int = 20
+    #: Which statistic of the window's barrier times is "the tail": ``max`` or ``p99``.
+    tail: str = "max"
+    #: How far ahead of the last checkpoint the forecast may predict a crossing (seconds).
+    horizon_s: float = 6 * 3600.0
+    #: False: never alert on this job (a firing alert is resolved).
+    enabled: bool = True
+
+
+JOB_KEYS = tuple(f.name for f in fields(JobAlertSettings))
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """Timeout-headroom alerting: levels, window, forecast, hysteresis and re-send policy."""
+
+    defaults: JobAlertSettings = field(default_factory=JobAlertSettings)
+    #: Per-job overrides, job_id -> the settings of that job.
+    jobs: Mapping[str, JobAlertSettings] = field(default_factory=dict)
+    #: No forecast from fewer checkpoints than this.
+    min_forecast_points: int = 6
+    #: Hysteresis: an alert clears only when the tail is below its level minus this fraction
+    #: of the timeout ...
+    resolve_margin: float = 0.05
+    #: ... for this many consecutive evaluations.
+    resolve_after: int = 3
+    #: A still-firing alert is re-sent (to refresh Alertmanager's ``endsAt``) this long after
+    #: it was last sent; it is not re-sent on the runs in between.
+    resend_after_s: float = 2 * 86400.0
+    #: ``endsAt`` of a firing alert = time sent + this (Alertmanager expires it then unless
+    #: re-sent); must exceed ``resend_after_s`` by more than the interval between runs.
+    firing_ttl_s: float = 4 * 86400.0
+    #: A job whose last checkpoint is older than this is no longer evaluated and its alert
+    #: resolves; None keeps every job in the lake under watch.
+    stale_after_s: float | None = None
+
+    def for_job(self, job_id: str) -> JobAlertSettings:
+        """The settings that apply to ``job_id``."""
+        return self.jobs.get(job_id, self.defaults)
+
+    def max_window(self) -> int:
+        """The largest trailing window over all jobs (how many checkpoints to read per job)."""
+        return max([self.defaults.window, *(j.window for j in self.jobs.values())])
+
+
+# -- sink settings ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """Where alerts go. Secrets are :class:`Secret`; URLs may carry none of their own."""
+
+    #: Print each alert, human-readable, to stdout (the nightly flow's log).
+    stdout: bool = True
+    #: Append each alert as one JSON object a line to this file.
+    jsonl: Path | None = None
+    #: POST the JSON array of alerts to this URL.
+    webhook_url: str | None = None
+    #: True when the webhook URL itself came from a secret (then it is never shown whole).
+    webhook_url_secret: bool = False
+    #: Sent as ``Authorization: Bearer <token>`` to the webhook.
+    webhook_token: Secret | None = None
+    #: Alertmanager base URL; alerts are POSTed to ``<url>/api/v2/alerts``.
+    alertmanager_url: str | None = None
+    #: ``user:password`` for HTTP basic auth to Alertmanager.
+    alertmanager_basic_auth: Secret | None = None
+    #: Sent as ``Authorization: Bearer <token>`` to Alertmanager (e.g. behind a proxy).
+    alertmanager_token: Secret | None = None
+    #: HTTP timeout per attempt, seconds.
+    timeout_s: float = 10.0
+
+    def __repr__(self) -> str:  # URLs may carry credentials: show them as logs would
+        shown = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name.endswith("_url") and isinstance(value, str):
+                value = ("<secret URL>" if f.name == "webhook_url" and self.webhook_url_secret
+                         else display_url(value))
+            shown.append(f"{f.name}={value!r}")
+        return f"SinkSettings({', '.join(shown)})"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every user setting: alerting and sinks, and the file they came from (None: defaults)."""
+
+    alerts: AlertSettings = field(default_factory=AlertSettings)
+    sinks: SinkSettings = field(default_factory=SinkSettings)
+    source: Path | None = None
+
+    def secrets(self) -> list[str]:
+        """Every secret value these settings hold, with the encodings a server may echo."""
+        s = self.sinks
+        out: list[str] = []
+        for secret in (s.webhook_token, s.alertmanager_token):
+            if secret is not None:
+                out.append(secret.reveal())
+        if s.alertmanager_basic_auth is not None:
+            pair = s.alertmanager_basic_auth.reveal()
+            out += [pair, base64.b64encode(pair.encode()).decode(), pair.partition(":")[2]]
+        for url in (s.webhook_url, s.alertmanager_url):
+            if url:
+                out += url_secrets(url)
+        if s.webhook_url and s.webhook_url_secret:
+            out.append(s.webhook_url)
+        return [v for v in out if v]
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+_ALERT_KEYS = {"min_forecast_points", "resolve_margin", "resolve_after", "resend_after_s",
+               "firing_ttl_s", "stale_after_s", "jobs", *JOB_KEYS} - {"enabled"}
+_SINK_KEYS = {"stdout", "jsonl", "webhook_url", "webhook_url_env", "webhook_token",
+              "webhook_token_env", "alertmanager_url", "alertmanager_basic_auth",
+              "alertmanager_basic_auth_env", "alertmanager_token", "alertmanager_token_env",
+              "timeout_s"}
+
+
+def config_path(path: Path | str | None = None,
+                environ: Mapping[str, str] | None = None) -> Path | None:
+    """The config file to read: ``path``, else ``$CKPTWATCH_CONFIG``, else None."""
+    env = os.environ if environ is None else environ
+    if path is not None:
+        return Path(path)
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV])
+    return None
+
+
+def load_settings(path: Path | str | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings: ``path`` or ``$CKPTWATCH_CONFIG``, or the defaults when neither.
+
+    ``environ`` (default ``os.environ``) supplies ``CKPTWATCH_CONFIG`` and the secrets the file
+    names. Raises :class:`ConfigError` naming the file, the key and what to do.
+    """
+    env = os.environ if environ is None else environ
+    file = config_path(path, env)
+    if file is None:
+        return Settings()
+    origin = f" (from ${CONFIG_ENV})" if path is None else ""
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {file}{origin} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    return settings_from_dict(data, base_dir=file.parent, environ=env, source=file)
+
+
+def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
+                       environ: Mapping[str, str] | None = None,
+                       source: Path | None = None) -> Settings:
+    """Settings from parsed TOML (``base_dir`` resolves relative paths; default: cwd)."""
+    env = os.environ if environ is None else environ
+    where = str(source) if source else "settings"
+    _check_keys(where, "", data, {"alerts", "sinks"})
+    alerts = _alert_settings(where, _table(where, "alerts", data.get("alerts", {})))
+    sinks = _sink_settings(where, _table(where, "sinks", data.get("sinks", {})),
+                           base_dir or Path.cwd(), env)
+    return Settings(alerts=alerts, sinks=sinks, source=source)
+
+
+def _table(where: str, name: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: [{name}] must be a table (got {type(value).__name__})")
+    return value
+
+
+def _check_keys(where: str, table: str, data: Mapping[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        label = f"[{table}] " if table else ""
+        raise ConfigError(f"{where}: unknown key {label}{unknown[0]!r} "
+                          f"(known: {', '.join(sorted(known))})")
+
+
+def _number(where: str, table: str, key: str, value: Any, *, lo: float, hi: float = math.inf,
+            lo_open: bool = False, integer: bool = False) -> float:
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok_type:
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"{where}: [{table}] {key} must be {kind} (got {value!r})")
+    low_bad = value <= lo if lo_open else value < lo
+    if low_bad or value > hi or math.isnan(value):
+        rng = f"{'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if hi < math.inf else "")
+        raise ConfigError(f"{where}: [{table}] {key} must be {rng} (got {value!r})")
+    return value
+
+
+def _job_settings(where: str, table: str, data: Mapping[str, Any],
+                  base: JobAlertSettings) -> JobAlertSettings:
+    _check_keys(where, table, data, set(JOB_KEYS))
+    values: dict[str, Any] = {}
+    for key in ("warning", "critical"):
+        if key in data:
+            values[key] = float(_number(where, table, key, data[key], lo=0, hi=1, lo_open=True))
+    if "window" in data:
+        values["window"] = int(_number(where, table, "window", data["window"], lo=1,
+                                       integer=True))
+    if "horizon_s" in data:
+        values["horizon_s"] = float(_number(where, table, "horizon_s", data["horizon_s"], lo=0))
+    if "tail" in data:
+        if data["tail"] not in TAIL_STATS:
+            raise ConfigError(f"{where}: [{table}] tail must be one of {', '.join(TAIL_STATS)} "
+                              f"(got {data['tail']!r})")
+        values["tail"] = data["tail"]
+    if "enabled" in data:
+        if not isinstance(data["enabled"], bool):
+            raise ConfigError(f"{where}: [{table}] enabled must be true or false")
+        values["enabled"] = data["enabled"]
+    merged = replace(base, **values)
+    if merged.warning >= merged.critical:
+        raise ConfigError(f"{where}: [{table}] warning ({merged.warning:g}) must be below "
+                          f"critical ({merged.critical:g})")
+    return merged
+
+
+def _alert_settings(where: str, data: Mapping[str, Any]) -> AlertSettings:
+    _check_keys(where, "alerts", data, _ALERT_KEYS)
+    defaults = _job_settings(where, "alerts", {k: v for k, v in data.items() if k in JOB_KEYS},
+                             JobAlertSettings())
+    jobs_table = _table(where, "alerts.jobs", data.get("jobs", {}))
+    jobs = {str(job_id): _job_settings(where, f'alerts.jobs."{job_id}"',
+                                       _table(where, f'alerts.jobs."{job_id}"', over), defaults)
+            for job_id, over in jobs_table.items()}
+    values: dict[str, Any] = {}
+    if "min_forecast_points" in data:
+        values["min_forecast_points"] = int(_number(where, "alerts", "min_forecast_points",
+                                                    data["min_forecast_points"], lo=3,
+                                                    integer=True))
+    if "resolve_margin" in data:
+        values["resolve_margin"] = float(_number(where, "alerts", "resolve_margin",
+                                                 data["resolve_margin"], lo=0, hi=0.5))
+    if "resolve_after" in data:
+        values["resolve_after"] = int(_number(where, "alerts", "resolve_after",
+                                              data["resolve_after"], lo=1, integer=True))
+    for key in ("resend_after_s", "firing_ttl_s"):
+        if key in data:
+            values[key] = float(_number(where, "alerts", key, data[key], lo=0, lo_open=True))
+    if "stale_after_s" in data:
+        values["stale_after_s"] = float(_number(where, "alerts", "stale_after_s",
+                                                data["stale_after_s"], lo=0, lo_open=True))
+    out = AlertSettings(defaults=defaults, jobs=jobs, **values)
+    if out.resend_after_s >= out.firing_ttl_s:
+        raise ConfigError(f"{where}: [alerts] resend_after_s ({out.resend_after_s:g}) must be "
+                          f"below firing_ttl_s ({out.firing_ttl_s:g}), or Alertmanager expires "
+                          "firing alerts before they are refreshed")
+    return out
+
+
+def _secret(where: str, data: Mapping[str, Any], key: str,
+            env: Mapping[str, str]) -> Secret | None:
+    """A secret from ``<key>_env`` (name of an environment variable) or literal ``<key>``."""
+    env_key = f"{key}_env"
+    if key in data and env_key in data:
+        raise ConfigError(f"{where}: [sinks] set {key} or {env_key}, not both")
+    if env_key in data:
+        name = data[env_key]
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}: [sinks] {env_key} must name an environment variable")
+        value = env.get(name)
+        if not value:
+            raise ConfigError(f"{where}: [sinks] {env_key} names ${name}, which is not set "
+                              "(export it, or remove the key)")
+        return Secret(value, f"${name}")
+    if key in data:
+        value = data[key]
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: [sinks] {key} must be a non-empty string")
+        log.warning("%s: [sinks] %s is a literal secret in the config file; prefer %s "
+                    "naming an environment variable", where, key, env_key)
+        return Secret(value, f"{where} [sinks] {key}")
+    return None
+
+
+def _url(where: str, key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: [sinks] {key} must be a string URL")
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError(f"{where}: [sinks] {key} has an invalid port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        got = f"scheme {parts.scheme!r}" if parts.hostname else "no host"
+        raise ConfigError(f"{where}: [sinks] {key} must be an http:// or https:// URL "
+                          f"(got {got})")
+    return value
+
+
+def _sink_settings(where: str, data: Mapping[str, Any], base_dir: Path,
+                   env: Mapping[str, str]) -> SinkSettings:
+    _check_keys(where, "sinks", data, _SINK_KEYS)
+    values: dict[str, Any] = {}
+    if "stdout" in data:
+        if not isinstance(data["stdout"], bool):
+            raise ConfigError(f"{where}: [sinks] stdout must be true or false")
+        values["stdout"] = data["stdout"]
+    if "jsonl" in data:
+        if not isinstance(data["jsonl"], str) or not data["jsonl"]:
+            raise ConfigError(f"{where}: [sinks] jsonl must be a file path")
+        p = Path(data["jsonl"]).expanduser()
+        values["jsonl"] = p if p.is_absolute() else base_dir / p
+    if "webhook_url" in data and "webhook_url_env" in data:
+        raise ConfigError(f"{where}: [sinks] set webhook_url or webhook_url_env, not both")
+    if "webhook_url" in data:
+        values["webhook_url"] = _url(where, "webhook_url", data["webhook_url"])
+    elif "webhook_url_env" in data:  # a URL that is itself a secret (e.g. a token in its path)
+        url_secret = _secret(where, {"webhook_url_env": data["webhook_url_env"]},
+                             "webhook_url", env)
+        assert url_secret is not None
+        values["webhook_url"] = _url(where, "webhook_url_env", url_secret.reveal())
+        values["webhook_url_secret"] = True
+    values["webhook_token"] = _secret(where, data, "webhook_token", env)
+    if "alertmanager_url" in data:
+        values["alertmanager_url"] = _url(where, "alertmanager_url", data["alertmanager_url"])
+    auth = _secret(where, data, "alertmanager_basic_auth", env)
+    if auth is not None and ":" not in auth.reveal():
+        raise ConfigError(f"{where}: [sinks] alertmanager_basic_auth ({auth.origin}) must be "
+                          "user:password")
+    values["alertmanager_basic_auth"] = auth
+    values["alertmanager_token"] = _secret(where, data, "alertmanager_token", env)
+    if "timeout_s" in data:
+        values["timeout_s"] = float(_number(where, "sinks", "timeout_s", data["timeout_s"],
+                                            lo=0, lo_open=True))
+    return SinkSettings(**values)
