@@ -50,3 +50,7 @@ class SinkError(CkptwatchError):
     def __init__(self, sink: str, message: str) -> None:
         super().__init__(message)
         self.sink = sink
+
+
+class CollectError(CkptwatchError):
+    """The collector cannot run at all (bad output directory, node name or tool list)."""
