@@ -262,3 +262,21 @@ def test_every_metric_is_documented() -> None:
     names = [*ocp_metrics_known(), *(m for m, _ in SMART_LOG_METRICS.values())]
     missing = [name for name in names if f"`{name}" not in doc and f", {name}" not in doc]
     assert not missing
+
+
+def test_render_ocp_smart_json_round_trips_through_the_parser() -> None:
+    from datetime import UTC, datetime
+
+    from ckptwatch.sources.base import ToolContext
+    from ckptwatch.sources.nvme_cli import parse_ocp_smart, render_ocp_smart_json
+
+    values = {"media_written": 123_456_789_000, "media_read": 5, "free_blocks": 7,
+              "erase_min": 10, "erase_max": 30, "soft_ecc": 0, "system_used": 1, "refresh": 0,
+              "nuse": 1, "plp": 2, "endurance": 3, "power_changes": 4}
+    ctx = ToolContext(node="t1", ts=datetime(2026, 11, 28, tzinfo=UTC), source="nvme-ocp-smart",
+                      device="nvme0")
+    rows = {r["metric"]: r["value"] for r in
+            parse_ocp_smart(render_ocp_smart_json(values), ctx)["nvme_smart"]}
+    assert rows["media_written_bytes"] == 123_456_789_000
+    assert rows["free_blocks_pct"] == 7
+    assert rows["max_erase_count"] == 30

@@ -54,3 +54,7 @@ class SinkError(CkptwatchError):
 
 class CollectError(CkptwatchError):
     """The collector cannot run at all (bad output directory, node name or tool list)."""
+
+
+class SimulationConfigError(CkptwatchError):
+    """A scenario generator option is out of range or the output directory is unusable."""

@@ -68,6 +68,7 @@ JOBS = Table(
         pa.field("checkpoint_interval_s", pa.float64()),
         pa.field("step_time_s", pa.float64()),
         pa.field("gpus_per_node", pa.int32()),
+        pa.field("tier", pa.string()),
     ),
     partition_column="ingested_ts",
     required=("job_id", "n_ranks", "checkpoint_timeout_s"),

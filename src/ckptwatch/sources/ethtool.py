@@ -12,6 +12,7 @@ line; the port column is the envelope's ``port`` or ``"1"`` (a netdev is one por
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ckptwatch.errors import RecordError
@@ -177,17 +178,22 @@ def mlx5_name(name: str) -> str:
     return name
 
 
-def render_ethtool_s(driver: str, counters: dict[str, int]) -> str:
+def render_ethtool_s(driver: str, counters: Mapping[str, int], *,
+                     only_given: bool = False) -> str:
     """Realistic ``ethtool -S`` text for an mlx5_core port from statistic values.
 
     ``counters`` keys are mlx5 statistic names (``rx_prio3_pause``) or canonical aliases
     (``pfc_rx_pause_frames_prio3``), translated to mlx5 names. The usual port counters and all
     eight priorities print (0 when not given) in mlx5_core's order; extra names follow.
-    Modelled on the ethq mlx5_core and bpf-list ConnectX fixtures.
+    ``only_given`` prints just the given statistics, in that order (compact samples, as a
+    collector that filters ``ethtool -S`` would keep). Modelled on the ethq mlx5_core and
+    bpf-list ConnectX fixtures.
     """
     if driver != "mlx5_core":
         raise ValueError(f"render_ethtool_s renders mlx5_core naming only, not {driver!r}")
     values = {mlx5_name(k): int(v) for k, v in counters.items()}
+    if only_given:
+        return HEADER + "\n" + "".join(f"     {k}: {v}\n" for k, v in values.items())
     names = list(_MLX5_BASE) + [t.format(p=p) for p in range(8) for t in _MLX5_PRIO]
     names += sorted(set(values) - set(names))
     lines = [HEADER] + [f"     {name}: {values.get(name, 0)}" for name in names]

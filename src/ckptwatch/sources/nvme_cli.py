@@ -20,7 +20,7 @@ throttling; its ``nand_bytes_written`` is in undocumented units and is not read)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ckptwatch.errors import RecordError
@@ -365,3 +365,32 @@ def ocp_metrics_known() -> Iterable[str]:
     for m in (*_INTEL_SIMPLE.values(), "avg_erase_count", "thermal_throttle_pct"):
         seen.setdefault(m, None)
     return list(seen)
+
+
+def render_ocp_smart_json(o: Mapping[str, int]) -> dict[str, object]:
+    """An nvme-cli ``ocp smart-add-log -o json`` document (C0 log page version 3).
+
+    ``o`` holds media_written, media_read (physical media units, bytes), free_blocks (%),
+    erase_min, erase_max, soft_ecc, system_used, refresh, nuse, plp, endurance,
+    power_changes. Keys as nvme-cli's ocp-print-json.c prints them (v1 key style).
+    """
+    return {
+        "Physical media units written": {"hi": 0, "lo": o["media_written"]},
+        "Physical media units read": {"hi": 0, "lo": o["media_read"]},
+        "Bad user nand blocks - Raw": 0, "Bad user nand blocks - Normalized": 100,
+        "Bad system nand blocks - Raw": 0, "Bad system nand blocks - Normalized": 100,
+        "XOR recovery count": 0, "Uncorrectable read error count": 0,
+        "Soft ecc error count": o["soft_ecc"], "End to end detected errors": 0,
+        "End to end corrected errors": 0, "System data percent used": o["system_used"],
+        "Refresh counts": o["refresh"], "Max User data erase counts": o["erase_max"],
+        "Min User data erase counts": o["erase_min"], "Number of Thermal throttling events": 0,
+        "Current throttling status": 0, "PCIe correctable error count": 0,
+        "Incomplete shutdowns": 0, "Percent free blocks": o["free_blocks"],
+        "Capacitor health": 100, "Unaligned I/O": 0, "Security Version Number": 1,
+        "NUSE - Namespace utilization": o["nuse"], "PLP start count": o["plp"],
+        "Endurance estimate": o["endurance"], "Log page version": 3,
+        "Log page GUID": "0xafd514c97c6f4f9ca4f2bfea2810afc5",
+        "Errata Version Field": 0, "Point Version Field": 0, "Minor Version Field": 0,
+        "Major Version Field": 2, "NVMe Base Errata Version": 98,
+        "PCIe Link Retraining Count": 0, "Power State Change Count": o["power_changes"],
+    }

@@ -1,0 +1,92 @@
+"""``ckptwatch simulate OUT_DIR --seed N``: write a synthetic scenario with labelled stalls."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ckptwatch.simulate import DEFAULT_START, SimulationConfig, simulate
+
+_DEFAULTS = SimulationConfig()
+#: Clusters at least this large report progress on stderr.
+PROGRESS_NODES = 64
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``simulate`` sub-command."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="generate a synthetic cluster scenario (raw telemetry + labels.json)",
+        description="Write a deterministic scenario in the raw input formats: per-rank "
+        "checkpoint timings, jobs, topology, pool metrics, NVMe SMART (smartctl + OCP) and "
+        "fabric counters, with injected stall causes (gc, metadata, fabric_pause, unknown), "
+        "confounders, and the truth in labels.json. Same seed and options -> identical files.",
+    )
+    p.add_argument("out_dir", type=Path, metavar="OUT_DIR",
+                   help="directory to write the scenario into (created if missing)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--nodes", type=int, default=_DEFAULTS.nodes,
+                   help="compute nodes, 8 GPUs (ranks) each (default: %(default)s)")
+    p.add_argument("--hours", type=float, default=_DEFAULTS.hours,
+                   help="scenario length in hours (default: %(default)s)")
+    p.add_argument("--start", default=DEFAULT_START,
+                   help="scenario start, ISO-8601 with offset (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="number of jobs on disjoint node sets, >= 2 (default: 2-4 from the seed)")
+    p.add_argument("--incidents-per-hour", type=float, default=_DEFAULTS.incidents_per_hour,
+                   help="mean rate of injected incidents (stalls and confounders); 0 gives a "
+                   "clean scenario (default: %(default)s)")
+    p.add_argument("--pool-targets", type=int, default=None,
+                   help="NVMe-oF pool targets (default: nodes/2 within 2..64)")
+    p.add_argument("--pool-bandwidth-gbs", type=float, default=None,
+                   help="aggregate pool write bandwidth in GB/s (default: 6.25 per target)")
+    p.add_argument("--nodes-per-leaf", type=int, default=None,
+                   help="nodes under each leaf switch (default: 4 below 64 nodes, else 16)")
+    p.add_argument("--fabric", choices=("mixed", "roce", "ib"), default=_DEFAULTS.fabric,
+                   help="node fabric: mixed alternates RoCE and InfiniBand leaves "
+                   "(default: %(default)s)")
+    p.add_argument("--fabric-format", choices=("raw", "canonical"),
+                   default=_DEFAULTS.fabric_format,
+                   help="raw: fabric/<node>.jsonl with ethtool -S / perfquery -x text; "
+                   "canonical: fabric/counters.csv long form (default: %(default)s)")
+    p.add_argument("--drives-per-node", type=int, default=_DEFAULTS.drives_per_node,
+                   help="node-local NVMe drives per node, 1/2/4/8 (default: %(default)s)")
+    p.add_argument("--drives-per-target", type=int, default=_DEFAULTS.drives_per_target,
+                   help="NVMe drives behind each pool target (default: %(default)s)")
+    p.add_argument("--fabric-interval", type=float, default=_DEFAULTS.fabric_interval_s,
+                   help="seconds between fabric counter samples per NIC (default: %(default)s)")
+    p.add_argument("--pool-interval", type=float, default=_DEFAULTS.pool_interval_s,
+                   help="seconds between pool metric samples per target (default: %(default)s)")
+    p.add_argument("--smart-interval", type=float, default=_DEFAULTS.smart_interval_s,
+                   help="mean seconds between SMART samples per drive; each drive draws "
+                   "0.67-1.33x this (default: %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a scenario already in OUT_DIR (only the generator's own files)")
+    p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate the scenario and print a short summary; returns the exit code."""
+    progress = None
+    if args.nodes >= PROGRESS_NODES and not args.quiet:
+        def progress(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    summary = simulate(
+        args.out_dir, args.seed, nodes=args.nodes, hours=args.hours, progress=progress,
+        overwrite=args.force, start=args.start, jobs=args.jobs,
+        incidents_per_hour=args.incidents_per_hour, pool_targets=args.pool_targets,
+        pool_bandwidth_gbs=args.pool_bandwidth_gbs, nodes_per_leaf=args.nodes_per_leaf,
+        fabric=args.fabric, fabric_format=args.fabric_format,
+        drives_per_node=args.drives_per_node, drives_per_target=args.drives_per_target,
+        fabric_interval_s=args.fabric_interval, pool_interval_s=args.pool_interval,
+        smart_interval_s=args.smart_interval,
+    )
+    if not args.quiet:
+        print(summary.format())
+        print(f"  done in {time.perf_counter() - began:.1f} s")
+    return 0
