@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/bench_marts.py
 
 clean:
 	rm -rf $(VENV) .prefect data/lake .pytest_cache

@@ -1,17 +1,17 @@
--- stg_jobs: one row per job_id; the most recently ingested metadata wins.
+-- stg_jobs: one row per job_id; the most recently ingested metadata wins (ties: later file).
 create or replace view stg_jobs as
 with
 source as (
     select * from jobs
 ),
 
-ranked as (
-    select
-        *,
-        row_number() over (
-            partition by job_id order by ingested_ts desc, source_file desc
-        ) as dup_rank,
+latest as (
+    select *
     from source
+    qualify row_number() over (
+        partition by job_id
+        order by ingested_ts desc, source_file desc
+    ) = 1
 ),
 
 final as (
@@ -22,8 +22,9 @@ final as (
         checkpoint_interval_s,
         step_time_s,
         gpus_per_node,
-    from ranked
-    where dup_rank = 1
+        source_file,
+        ingested_ts,
+    from latest
 )
 
 select * from final;

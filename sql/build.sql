@@ -1,0 +1,30 @@
+-- Build every ckptwatch view in the duckdb CLI, from the project root:
+--   duckdb -cmd "SET VARIABLE lake = 'data/lake'" -cmd ".read sql/build.sql"
+-- Order: layer (lake, staging, intermediate, marts), then dependencies: the same order as
+-- ckptwatch.query.view_files() (tests/test_sql_marts.py checks it). Regenerate the list with
+--   .venv/bin/python -c "from ckptwatch.query import view_files; [print(f'.read sql/{f.parent.name}/{f.name}') for f in view_files()]"
+.read sql/lake/checkpoint_writes.sql
+.read sql/lake/fabric_counters.sql
+.read sql/lake/jobs.sql
+.read sql/lake/nvme_smart.sql
+.read sql/lake/pool_metrics.sql
+.read sql/lake/quarantine.sql
+.read sql/lake/topology.sql
+.read sql/staging/stg_checkpoint_writes.sql
+.read sql/staging/stg_fabric_counters.sql
+.read sql/staging/stg_jobs.sql
+.read sql/staging/stg_metric_names.sql
+.read sql/staging/stg_quarantine.sql
+.read sql/staging/stg_topology.sql
+.read sql/staging/stg_nvme_smart.sql
+.read sql/staging/stg_pool_metrics.sql
+.read sql/staging/stg_counter_deltas.sql
+.read sql/intermediate/int_checkpoint_hosts.sql
+.read sql/intermediate/int_node_leaves.sql
+.read sql/intermediate/int_signal_catalog.sql
+.read sql/intermediate/int_signal_samples.sql
+.read sql/marts/checkpoint_latency.sql
+.read sql/marts/counter_windows.sql
+.read sql/marts/job_latency.sql
+.read sql/marts/stragglers.sql
+.read sql/marts/tier_latency.sql

@@ -1,0 +1,45 @@
+-- stg_fabric_counters: one row per (node, device, port, counter, ts): a cumulative fabric
+-- counter sample (InfiniBand, RoCE/Ethernet). Exact duplicate samples (same key and ts, e.g. an
+-- overlapping file ingested twice) collapse to one; if they disagree, the most recently
+-- ingested value wins (two files of one ingest run: the pick is fixed by a hash of the file
+-- name, not its order: a single-integer key keeps this 35 M-row step cheap).
+-- Deltas and rates: stg_counter_deltas.
+create or replace view stg_fabric_counters as
+with
+source as (
+    select * from fabric_counters
+),
+
+versioned as (
+    select
+        *,
+        epoch_us(ingested_ts)::hugeint * 18446744073709551616 + hash(source_file) as version,
+    from source
+),
+
+deduplicated as (
+    select
+        node,
+        device,
+        port,
+        counter,
+        ts,
+        arg_max(value, version) as value,
+        arg_max(source, version) as source,
+    from versioned
+    group by node, device, port, counter, ts
+),
+
+final as (
+    select
+        ts,
+        node,
+        device,
+        port,
+        counter,
+        value,
+        source,
+    from deduplicated
+)
+
+select * from final;

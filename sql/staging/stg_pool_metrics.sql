@@ -1,0 +1,45 @@
+-- stg_pool_metrics: one row per (pool, target, metric, ts): disaggregated-pool telemetry, with
+-- its kind (counter: cumulative, e.g. write_bytes; gauge: gc_active, free_blocks_pct,
+-- metadata_latency_ms, metadata_ops per second; see stg_metric_names). Duplicate samples (same
+-- key and ts) collapse to the most recently ingested one (ties: later source file).
+-- Deltas: stg_counter_deltas.
+create or replace view stg_pool_metrics as
+with
+source as (
+    select * from pool_metrics
+),
+
+metric_names as (
+    select * from stg_metric_names
+),
+
+deduplicated as (
+    select *
+    from source
+    qualify row_number() over (
+        partition by pool, target, metric, ts
+        order by ingested_ts desc, source_file desc
+    ) = 1
+),
+
+kinds as (
+    select
+        metric,
+        kind,
+    from metric_names
+    where source_table = 'pool_metrics'
+),
+
+final as (
+    select
+        deduplicated.ts,
+        deduplicated.pool,
+        deduplicated.target,
+        deduplicated.metric,
+        kinds.kind,
+        deduplicated.value,
+    from deduplicated
+    inner join kinds using (metric)
+)
+
+select * from final;
