@@ -28,3 +28,6 @@
 .read sql/marts/job_latency.sql
 .read sql/marts/stragglers.sql
 .read sql/marts/tier_latency.sql
+.read sql/marts/stalls.sql
+.read sql/marts/stall_ranks.sql
+.read sql/marts/stall_signals.sql

@@ -24,6 +24,11 @@ def pipelines_dir() -> Path:
     return Path(os.environ.get("CKPTWATCH_PIPELINES_DIR", PROJECT_ROOT / "pipelines"))
 
 
+def model_path() -> Path:
+    """The attribution model file (``CKPTWATCH_MODEL`` overrides); built by `train-model`."""
+    return Path(os.environ.get("CKPTWATCH_MODEL", "data/models/attribution.joblib"))
+
+
 def default_lake() -> Path:
     """Default lake location (``CKPTWATCH_LAKE`` overrides): ``data/lake`` under the working dir."""
     return Path(os.environ.get("CKPTWATCH_LAKE", "data/lake"))

@@ -1,0 +1,181 @@
+-- stall_signals: for each stall (see stalls), what every signal family did on each host the
+-- checkpoint touched, during the checkpoint's window, against that series' own baseline.
+-- Grain: (job_id, step, host, family, signal). Fabric families (pause, xmit_wait, cnp) are
+-- summed over the host's NICs, ports and counters (frames/s, ticks/s); drive and pool signals
+-- stay per signal (media_written_bytes, host_written_bytes, controller_busy_time_min,
+-- gc_active, free_blocks_pct, metadata_latency_ms, …), summed over the host's drives.
+-- window level: counters: increase over the sampling intervals that overlap the window divided
+-- by their length (a rate); gauges: mean of the samples in those intervals, min and max.
+-- baseline_level: the same series' median over all its samples (counters: median interval
+-- rate; gauges: median value), summed like the window level.
+-- Host roles: is_rank_node (ran ranks), is_target (received writes: a pool target, or the node
+-- of a local device '<node>:<device>'), is_slow_host (a slow rank of stall_ranks ran or wrote
+-- there).
+create or replace view stall_signals as
+with
+stalls as (
+    select * from stalls where is_stall
+),
+
+ranks as (
+    select * from stall_ranks
+),
+
+samples as (
+    select * from int_signal_samples
+),
+
+node_leaves as (
+    select * from int_node_leaves
+),
+
+rank_hosts as (
+    select job_id, step, node as host, true as is_rank_node, false as is_target, is_slow,
+    from ranks
+    union all
+    select job_id, step, target_host as host, false as is_rank_node, true as is_target, is_slow,
+    from ranks
+    where target_host is not null
+),
+
+host_roles as (
+    select
+        job_id,
+        step,
+        host,
+        bool_or(is_rank_node) as is_rank_node,
+        bool_or(is_target) as is_target,
+        count(*) as n_ranks,
+        count(*) filter (where is_slow) as n_slow_ranks,
+    from rank_hosts
+    group by job_id, step, host
+),
+
+series_samples as (
+    select
+        samples.*,
+        case
+            when samples.family in ('pause', 'xmit_wait', 'cnp') then samples.family
+            else samples.signal
+        end as signal_group,
+    from samples
+    semi join host_roles on samples.host = host_roles.host
+    where samples.family <> 'traffic'
+),
+
+baselines as (
+    select
+        host,
+        family,
+        signal_group,
+        device,
+        port,
+        signal,
+        median(rate_per_s) as base_rate_per_s,
+        median(value) as base_value,
+    from series_samples
+    group by host, family, signal_group, device, port, signal
+),
+
+in_window as (
+    select
+        stalls.job_id,
+        stalls.step,
+        series_samples.*,
+    from stalls
+    inner join host_roles using (job_id, step)
+    inner join series_samples on series_samples.host = host_roles.host
+    where
+        series_samples.ts >= stalls.start_ts
+        and coalesce(series_samples.prev_ts, series_samples.ts) < stalls.end_ts
+        or (
+            series_samples.prev_ts < stalls.end_ts
+            and series_samples.ts >= stalls.end_ts
+        )
+),
+
+per_series as (
+    select
+        in_window.job_id,
+        in_window.step,
+        in_window.host,
+        in_window.family,
+        in_window.signal_group,
+        in_window.device,
+        in_window.port,
+        in_window.signal,
+        any_value(in_window.kind) as kind,
+        count(*) as n_samples,
+        sum(in_window.delta) / nullif(sum(in_window.interval_s), 0) as window_rate_per_s,
+        avg(in_window.value) as window_value,
+        min(in_window.value) as window_min,
+        max(in_window.value) as window_max,
+        max(in_window.interval_s) as sample_interval_max_s,
+        bool_or(in_window.saturated) as any_saturated,
+        bool_or(in_window.reset) as any_reset,
+    from in_window
+    group by all
+),
+
+per_group as (
+    select
+        per_series.job_id,
+        per_series.step,
+        per_series.host,
+        per_series.family,
+        per_series.signal_group as signal,
+        any_value(per_series.kind) as kind,
+        count(*) as n_series,
+        sum(per_series.n_samples) as n_samples,
+        max(per_series.sample_interval_max_s) as sample_interval_max_s,
+        case
+            when any_value(per_series.kind) = 'counter' then sum(per_series.window_rate_per_s)
+            else avg(per_series.window_value)
+        end as level,
+        min(per_series.window_min) as level_min,
+        max(per_series.window_max) as level_max,
+        case
+            when any_value(per_series.kind) = 'counter' then sum(baselines.base_rate_per_s)
+            else avg(baselines.base_value)
+        end as baseline_level,
+        bool_or(per_series.any_saturated) as any_saturated,
+        bool_or(per_series.any_reset) as any_reset,
+    from per_series
+    left join baselines
+        on per_series.host = baselines.host
+        and per_series.signal = baselines.signal
+        and per_series.device is not distinct from baselines.device
+        and per_series.port is not distinct from baselines.port
+    group by all
+),
+
+final as (
+    select
+        per_group.job_id,
+        per_group.step,
+        per_group.host,
+        host_roles.is_rank_node,
+        host_roles.is_target,
+        host_roles.n_ranks,
+        host_roles.n_slow_ranks,
+        host_roles.n_slow_ranks > 0 as is_slow_host,
+        node_leaves.leaf_switch,
+        per_group.family,
+        per_group.signal,
+        per_group.kind,
+        per_group.n_series,
+        per_group.n_samples,
+        per_group.sample_interval_max_s,
+        per_group.level,
+        per_group.level_min,
+        per_group.level_max,
+        per_group.baseline_level,
+        per_group.level / nullif(per_group.baseline_level, 0) as level_vs_baseline,
+        per_group.any_saturated,
+        per_group.any_reset,
+    from per_group
+    inner join host_roles using (job_id, step, host)
+    left join node_leaves on per_group.host = node_leaves.node
+)
+
+select * from final;

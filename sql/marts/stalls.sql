@@ -1,0 +1,83 @@
+-- stalls: one row per checkpoint with its job's robust baseline and whether it is a stall.
+-- baseline_s: the median barrier time of the job's previous 10 checkpoints (the job's overall
+-- median while fewer than 3 precede): robust to the stalls among them.
+-- A stall: barrier_s >= stall_factor * baseline_s and barrier_s - baseline_s >=
+-- stall_min_excess_s (defaults 2.0 and 1.0 s; SET VARIABLE stall_factor = 3; to change).
+-- Detection looks at the barrier only: no checkpoint is a stall because a signal moved.
+-- Contract: stalls.contract.yml.
+create or replace view stalls as
+with
+checkpoints as (
+    select * from checkpoint_latency
+),
+
+stragglers as (
+    select * from stragglers
+),
+
+settings as (
+    select
+        coalesce(cast(getvariable('stall_factor') as double), 2.0) as factor,
+        coalesce(cast(getvariable('stall_min_excess_s') as double), 1.0) as min_excess_s,
+),
+
+history as (
+    select
+        checkpoints.*,
+        median(barrier_s) over (
+            partition by job_id order by start_ts, step
+            rows between 10 preceding and 1 preceding
+        ) as recent_median_s,
+        count(*) over (
+            partition by job_id order by start_ts, step
+            rows between 10 preceding and 1 preceding
+        ) as n_recent,
+        median(barrier_s) over (partition by job_id) as job_median_s,
+    from checkpoints
+),
+
+straggler_counts as (
+    select
+        job_id,
+        step,
+        count(*) as n_stragglers,
+    from stragglers
+    group by job_id, step
+),
+
+judged as (
+    select
+        history.*,
+        case
+            when history.n_recent >= 3 then history.recent_median_s
+            else history.job_median_s
+        end as baseline_s,
+        coalesce(straggler_counts.n_stragglers, 0) as n_stragglers,
+        settings.factor,
+        settings.min_excess_s,
+    from history
+    cross join settings
+    left join straggler_counts using (job_id, step)
+),
+
+final as (
+    select
+        job_id,
+        step,
+        tier,
+        start_ts,
+        end_ts,
+        n_ranks,
+        p50_s,
+        p99_s,
+        barrier_s,
+        baseline_s,
+        barrier_s / nullif(baseline_s, 0) as ratio_to_baseline,
+        barrier_s - baseline_s as excess_s,
+        n_stragglers,
+        barrier_s >= factor * baseline_s and barrier_s - baseline_s >= min_excess_s
+            as is_stall,
+    from judged
+)
+
+select * from final;

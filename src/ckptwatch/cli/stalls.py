@@ -1,0 +1,123 @@
+"""`ckptwatch stalls` and `ckptwatch explain`: stalls, their causes, and the evidence."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ckptwatch.config import default_lake
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lake", type=Path, default=default_lake(),
+                   help="lake directory (default: %(default)s; env CKPTWATCH_LAKE)")
+    p.add_argument("--model", type=Path, default=None,
+                   help="attribution model (default: data/models/attribution.joblib or "
+                   "$CKPTWATCH_MODEL; rules only when absent — build it with "
+                   "`ckptwatch train-model`)")
+    p.add_argument("--stall-factor", type=float, default=2.0,
+                   help="a stall: barrier >= this x the job's rolling median (default 2.0)")
+    p.add_argument("--stall-min-excess", type=float, default=1.0, metavar="SECONDS",
+                   help="… and at least this many seconds over it (default 1.0)")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``stalls`` and ``explain`` commands."""
+    p = sub.add_parser(
+        "stalls", help="checkpoints that stalled, and why (gc | metadata | fabric_pause)",
+        description="Detect stalls (barrier time far above the job's rolling median) and "
+        "attribute each to garbage collection, metadata or a fabric pause, with evidence in "
+        "numbers; `unknown` when no signal supports a cause.")
+    _common(p)
+    p.add_argument("--job", help="only this job")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="output format (default: %(default)s)")
+    p.set_defaults(func=run_stalls)
+    e = sub.add_parser(
+        "explain", help="one stall's full evidence",
+        description="Everything behind one stall's attribution: the barrier against the "
+        "baseline, the slow ranks, each cause's score and its evidence, and the features.")
+    _common(e)
+    e.add_argument("--job", required=True, help="job id")
+    e.add_argument("--step", type=int, required=True, help="checkpoint step")
+    e.add_argument("--format", choices=("text", "json"), default="text",
+                   help="output format (default: %(default)s)")
+    e.set_defaults(func=run_explain)
+
+
+def _reports(args: argparse.Namespace, job: str | None) -> tuple[list[dict[str, Any]], bool]:
+    from ckptwatch.attribution import load_default_model, stall_reports
+    from ckptwatch.query import connect
+    from ckptwatch.stalls import StallSettings
+
+    model = load_default_model(args.model)
+    if args.model is not None and model is None:
+        from ckptwatch.errors import CkptwatchError
+
+        raise CkptwatchError(f"model {args.model} not found (build it with "
+                             "`ckptwatch train-model --out PATH`)")
+    con = connect(args.lake)
+    settings = StallSettings(stall_factor=args.stall_factor,
+                             stall_min_excess_s=args.stall_min_excess)
+    return stall_reports(con, job, model, settings), model is not None
+
+
+def run_stalls(args: argparse.Namespace) -> int:
+    """Print the stalls."""
+    import polars as pl
+
+    from ckptwatch.summary import render_table
+
+    reports, with_model = _reports(args, args.job)
+    if args.format == "json":
+        print(json.dumps(reports, indent=2, default=str))
+        return 0
+    if not reports:
+        print("no stalls")
+        return 0
+    rows = [{
+        "job_id": r["job_id"], "step": r["step"], "tier": r["tier"],
+        "barrier_s": round(r["barrier_s"], 1), "baseline_s": round(r["baseline_s"], 1),
+        "x": round(r["ratio_to_baseline"], 1), "slow": f"{r['n_slow']}/{r['n_ranks']}",
+        "cause": r["cause"], "score": r["causes"][0]["score"],
+        "evidence": (r["causes"][0]["evidence"] or [""])[0][:90],
+    } for r in reports]
+    print(render_table(pl.DataFrame(rows)))
+    print(f"{len(reports)} stall(s); attribution: "
+          f"{'rules + model' if with_model else 'rules only (no model built)'}. "
+          f"Details: ckptwatch explain --lake {args.lake} --job JOB --step STEP")
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    """Print one stall's evidence."""
+    from ckptwatch.errors import CkptwatchError
+    from ckptwatch.stalls import FEATURE_DOCS
+
+    reports, with_model = _reports(args, args.job)
+    rec = next((r for r in reports if int(r["step"]) == args.step), None)
+    if rec is None:
+        steps = ", ".join(str(r["step"]) for r in reports[:20]) or "none"
+        raise CkptwatchError(f"job {args.job} step {args.step} is not a stall (stalls of this "
+                             f"job: {steps})")
+    if args.format == "json":
+        print(json.dumps(rec, indent=2, default=str))
+        return 0
+    print(f"stall {rec['job_id']} step {rec['step']} ({rec['tier']} tier), "
+          f"{rec['start_ts']} -> {rec['end_ts']}")
+    print(f"  barrier {rec['barrier_s']:.1f} s = x{rec['ratio_to_baseline']:.1f} the job's "
+          f"rolling median {rec['baseline_s']:.1f} s; rank p50 {rec['p50_s']:.1f} s, "
+          f"p99 {rec['p99_s']:.1f} s; {rec['n_slow']} of {rec['n_ranks']} ranks slow")
+    print(f"  attribution: {'rules + model' if with_model else 'rules only'}")
+    for i, c in enumerate(rec["causes"], start=1):
+        model = "" if c["model_score"] is None else f", model {c['model_score']:.2f}"
+        print(f"  {i}. {c['cause']}  score {c['score']:.2f} (rules {c['rule_score']:.2f}"
+              f"{model})")
+        for ev in c["evidence"]:
+            print(f"       - {ev}")
+    print("  features:")
+    for k, v in rec["features"].items():
+        print(f"    {k:<24} {v:>10.3f}   {FEATURE_DOCS[k]}")
+    return 0

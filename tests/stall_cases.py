@@ -1,0 +1,131 @@
+"""Small hand-built lakes for stall detection and attribution tests (literal rows, no simulator).
+
+A job of 8 ranks on nodes n1 (ranks 0-3) and n2 (ranks 4-7) under leaf01, writing to pool targets
+t1 (even ranks) and t2 (odd ranks); checkpoint every 300 s, ~10 s each. Telemetry every 30 s.
+``build`` injects one cause at the stalled step and returns the lake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from ckptwatch.lake import Lake
+from ckptwatch.schema import TABLES
+
+T0 = datetime(2026, 11, 28, tzinfo=UTC)
+N_CKPT = 12
+INTERVAL_S = 300
+STALL_STEP = 8
+NODES = {"n1": range(0, 4), "n2": range(4, 8)}
+
+
+@dataclass
+class Case:
+    """What to inject. Times are offsets in seconds from T0."""
+
+    stall: str | None = None  # gc | metadata | fabric_pause | unknown | None
+    pause_burst_at_s: float | None = None  # a pause burst on n1 (not during a checkpoint)
+    idle_gc_target: str | None = None  # gc on a target nobody writes to, during the stall step
+    mild_metadata_step: int | None = None  # metadata latency up a little; ranks barely slower
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _ckpt_start(step: int) -> datetime:
+    return T0 + timedelta(seconds=60 + step * INTERVAL_S)
+
+
+def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
+    cw, fab, pool, smart = [], [], [], []
+    for step in range(N_CKPT):
+        start = _ckpt_start(step)
+        for node, ranks in NODES.items():
+            for rank in ranks:
+                target = "t1" if rank % 2 == 0 else "t2"
+                o, w, f, c = 0.2, 8.0 + 0.1 * (rank % 3), 1.0, 0.2
+                if step == STALL_STEP:
+                    if case.stall == "gc" and target == "t1":
+                        w, f = 30.0, 6.0
+                    elif case.stall == "metadata":
+                        o, c = 12.0, 9.0
+                    elif case.stall == "fabric_pause" and node == "n1":
+                        w = 35.0
+                    elif case.stall == "unknown" and node == "n2":
+                        w = 34.0
+                if step == case.mild_metadata_step:
+                    o, c = 0.5, 0.4
+                end = start + timedelta(seconds=o + w + f + c)
+                cw.append({"job_id": "j", "step": step, "rank": rank, "node": node,
+                           "tier": "pool", "target": target, "start_ts": start, "end_ts": end,
+                           "duration_s": (end - start).total_seconds(), "bytes": 10**9,
+                           "open_s": o, "write_s": w, "fsync_s": f, "close_s": c,
+                           "status": "ok"})
+    horizon = 60 + N_CKPT * INTERVAL_S
+    stall_t = 60 + STALL_STEP * INTERVAL_S
+    pause = {"n1": 0.0, "n2": 0.0}
+    media = {"t1": 0.0, "t2": 0.0, "t3": 0.0}
+    host = dict(media)
+    for s in range(0, horizon + 30, 30):
+        ts = T0 + timedelta(seconds=s)
+        in_stall = stall_t - 30 <= s <= stall_t + 90
+        for node in NODES:
+            rate = 2.0
+            if case.stall == "fabric_pause" and node == "n1" and in_stall:
+                rate = 20000.0
+            if case.pause_burst_at_s is not None and node == "n1" and \
+                    case.pause_burst_at_s <= s < case.pause_burst_at_s + 60:
+                rate = 20000.0
+            pause[node] += rate * 30
+            fab.append({"ts": ts, "node": node, "device": "mlx5_0", "port": "1",
+                        "counter": "rx_prio3_pause", "value": pause[node], "source": "canonical"})
+        for t in ("t1", "t2", "t3"):
+            gc_on = (case.stall == "gc" and t == "t1" and in_stall) or (
+                case.idle_gc_target == t and in_stall)
+            md = 0.6
+            if case.stall == "metadata" and in_stall:
+                md = 150.0
+            if case.mild_metadata_step is not None and \
+                    abs(s - (60 + case.mild_metadata_step * INTERVAL_S)) <= 60:
+                md = 1.5
+            written = 0.0 if t == "t3" else 3e7
+            host[t] += written * 30
+            media[t] += (written * 1.05 + (4e8 if gc_on else 0.0)) * 30
+            for metric, value in (("gc_active", 1.0 if gc_on else 0.0),
+                                  ("free_blocks_pct", 8.0 if gc_on else 35.0),
+                                  ("metadata_latency_ms", md)):
+                pool.append({"ts": ts, "pool": "p", "target": t, "metric": metric,
+                             "value": value})
+            if s % 60 == 0:
+                for metric, value in (("host_written_bytes", host[t]),
+                                      ("media_written_bytes", media[t])):
+                    smart.append({"ts": ts, "node": t, "device": "nvme0",
+                                  "source": "nvme-ocp-smart", "metric": metric, "value": value,
+                                  "model": None, "serial": None, "firmware": None})
+    jobs = [{"job_id": "j", "n_ranks": 8, "checkpoint_timeout_s": 120.0,
+             "checkpoint_interval_s": float(INTERVAL_S), "step_time_s": None,
+             "gpus_per_node": 4, "tier": "pool"}]
+    topo = [{"node": n, "leaf_switch": "leaf01", "nic": "mlx5_0", "port": "1"} for n in NODES]
+    return {"checkpoint_writes": cw, "fabric_counters": fab, "pool_metrics": pool,
+            "nvme_smart": smart, "jobs": jobs, "topology": topo}
+
+
+def build(root: Path, case: Case) -> Path:
+    """Write the case's rows straight into a new lake at ``root``."""
+    lake = Lake(root)
+    lake.init()
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+    for table, rows in _rows(case).items():
+        t = TABLES[table]
+        df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
+            pl.lit("case").alias("source_file"),
+            pl.lit(now).cast(pl.Datetime("us", "UTC")).alias("ingested_ts"))
+        empty = pl.from_arrow(t.schema.empty_table())
+        assert isinstance(empty, pl.DataFrame)
+        df = df.select([pl.col(c).cast(d) if c in df.columns else pl.lit(None, d).alias(c)
+                        for c, d in empty.schema.items()])
+        for rel, part in lake.plan_parts(f"case-{table}".ljust(16, "0"), t, df):
+            lake.write_part(rel, t, part)
+    return root
