@@ -26,6 +26,10 @@ UNKNOWN = "unknown"
 LABELS = (*CAUSES, UNKNOWN)
 #: Below this score a supported cause is still listed, but never as the top cause.
 MIN_TOP_SCORE = 0.2
+#: Pause / PortXmitWait on the slow ranks' NICs must be this many times its own baseline to
+#: support fabric_pause (a pause storm that doubles a checkpoint pauses the link for a large
+#: share of the time: far above the background of occasional pause frames).
+FABRIC_SUPPORT_RATIO = 20.0
 
 
 @dataclass
@@ -74,7 +78,7 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
 
     # fabric_pause: pause frames / PortXmitWait on the slow ranks' NICs far above baseline.
     ratio = f["fabric_ratio_slow"]
-    fab_support = ratio >= 5.0
+    fab_support = ratio >= FABRIC_SUPPORT_RATIO
     fab_score = _clip(math.log10(max(ratio, 1.0)) / 3.0) * data_side
     ev = []
     if ratio > 1.5:
@@ -95,7 +99,10 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
     # free blocks low, controller busy; time goes to write/fsync; slow ranks share a target.
     wa, drop, busy, gca = (f["wa_ratio_slow"], f["free_blocks_drop_slow"], f["busy_ratio_slow"],
                            f["gc_active_slow"])
-    gc_support = gca >= 0.3 or wa >= 1.8 or drop >= 15.0 or busy >= 4.0
+    # Busy time alone is no GC evidence (any checkpoint write keeps a drive busy), nor is a
+    # free-block dip without write amplification on ranks that do not share the target.
+    gc_support = gca >= 0.3 or wa >= 1.8 or (drop >= 15.0 and (
+        wa >= 1.3 or f["target_purity"] >= 0.5))
     strength = max(gca, _clip((wa - 1.0) / 3.0), _clip(drop / 30.0),
                    _clip(math.log10(max(busy, 1.0)) / 1.5))
     concentration = 0.5 + 0.5 * _clip(f["target_purity"])
