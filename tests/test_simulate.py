@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import re
 from datetime import datetime
 from pathlib import Path
@@ -129,6 +130,95 @@ def drive_wa(root: Path, device: str, start: float, end: float) -> tuple[float, 
     wa = np.diff(m) / np.maximum(np.diff(h), 1.0)
     touch = (ts[:-1] < end) & (ts[1:] > start)
     return float(wa[touch].max()), float(np.median(wa))
+
+
+#: Cumulative counters in the smartctl health log and the OCP extended log (the rest are gauges).
+SMART_CUMULATIVE = (
+    "data_units_read", "data_units_written", "host_reads", "host_writes", "controller_busy_time",
+    "power_cycles", "power_on_hours", "unsafe_shutdowns", "media_errors", "num_err_log_entries",
+)
+OCP_CUMULATIVE = (
+    "Physical media units written", "Physical media units read", "Bad user nand blocks - Raw",
+    "Bad system nand blocks - Raw", "XOR recovery count", "Uncorrectable read error count",
+    "Soft ecc error count", "End to end detected errors", "End to end corrected errors",
+    "Refresh counts", "Max User data erase counts", "Min User data erase counts",
+    "Number of Thermal throttling events", "PCIe correctable error count",
+    "Incomplete shutdowns", "Unaligned I/O", "PLP start count", "PCIe Link Retraining Count",
+    "Power State Change Count",
+)
+_ETHTOOL_LINE = re.compile(r"^\s+(\w+): (-?\d+)$", re.M)
+_PERFQUERY_LINE = re.compile(r"^(\w+):\.+(-?\d+)$", re.M)  # hex CounterSelect lines don't match
+
+Series = dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]]
+
+
+def cumulative_series(root: Path) -> Series:
+    """Every cumulative counter of a scenario as (ts, values), keyed by
+    (source, host, device, counter) with source fabric, smart or pool."""
+    points: dict[tuple[str, str, str, str], list[tuple[float, float]]] = {}
+
+    def add(key: tuple[str, str, str, str], ts: float, value: float) -> None:
+        points.setdefault(key, []).append((ts, value))
+
+    canonical = root / "fabric" / "counters.csv"
+    if canonical.exists():
+        with canonical.open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                add(("fabric", r["node"], r["device"], r["counter"]), _epoch(r["ts"]),
+                    float(r["value"]))
+    else:
+        for path in (root / "fabric").iterdir():
+            for env in _jsonl(path):
+                pattern = _ETHTOOL_LINE if env["source"] == "ethtool" else _PERFQUERY_LINE
+                found = pattern.findall(env["output"])
+                assert found, env["output"][:200]
+                for name, value in found:
+                    if name != "PortSelect":
+                        add(("fabric", env["node"], env["device"], name),
+                            _epoch(env["collected_at"]), float(value))
+    for path in (root / "smart").iterdir():
+        for env in _jsonl(path):
+            t, out = _epoch(env["collected_at"]), env["output"]
+            if env["source"] == "smartctl":
+                log = out["nvme_smart_health_information_log"]
+                for name in SMART_CUMULATIVE:
+                    add(("smart", env["node"], env["device"], name), t, float(log[name]))
+            else:
+                for name in OCP_CUMULATIVE:
+                    v = out[name]
+                    value = v["hi"] * 2.0**64 + v["lo"] if isinstance(v, dict) else float(v)
+                    add(("smart", env["node"], env["device"], name), t, value)
+    with (root / "pool" / "pool_metrics.csv").open(newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["metric"] == "write_bytes":
+                add(("pool", r["pool"], r["target"], "write_bytes"), _epoch(r["ts"]),
+                    float(r["value"]))
+    series = {}
+    for key, pts in points.items():
+        pts.sort(key=lambda p: p[0])
+        series[key] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
+    return series
+
+
+def check_cumulative(series: Series, resets: list[dict[str, Any]]) -> int:
+    """Assert every counter is >= 0 and monotone, except that it restarts from about 0 right
+    after a labelled reset of its NIC; returns the number of drops seen."""
+    at = {(r["node"], r["device"]): _epoch(r["at"]) for r in resets}
+    drops = 0
+    for key, (ts, values) in series.items():
+        source, host, device, _ = key
+        assert (np.diff(ts) > 0).all(), key
+        assert values.min() >= 0, (key, values.min())
+        steps = np.diff(values)
+        for i in np.nonzero(steps < 0)[0]:
+            reset = at.get((host, device)) if source == "fabric" else None
+            assert reset is not None, f"{key} drops at {ts[i + 1]} without a labelled reset"
+            assert ts[i] < reset <= ts[i + 1], (key, ts[i], reset)
+            # from ~0: no more than the counter ever gains in one sample interval
+            assert values[i + 1] <= max(steps.max(), 0.0), (key, values[i], values[i + 1])
+            drops += 1
+        assert (steps < 0).sum() <= (source == "fabric" and (host, device) in at), key
+    return drops
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -350,6 +440,46 @@ def test_fabric_pause_signals(scenario: Path, labels: dict[str, Any]) -> None:
             assert peak > 10 * normal, (inc["id"], node, peak, normal)
 
 
+def test_stalled_checkpoints_show_their_cause(scenario: Path, labels: dict[str, Any],
+                                              checkpoints: list[dict[str, Any]]) -> None:
+    """Each labelled stall's cause is visible in the samples that overlap the stalled checkpoint
+    while the incident ran - also when the checkpoint is far shorter than the sample interval."""
+    window: dict[tuple[str, int], tuple[float, float]] = {}
+    for r in checkpoints:
+        a, b = window.get((r["job_id"], r["step"]), (math.inf, -math.inf))
+        window[(r["job_id"], r["step"])] = (min(a, r["start"]), max(b, r["end"]))
+    by_id = {i["id"]: i for i in labels["incidents"]}
+    seen = set()
+    for stall in labels["stalls"]:
+        ck0, ck1 = window[(stall["job_id"], stall["step"])]
+        for iid in stall["incidents"]:
+            inc = by_id[iid]
+            a, b = max(ck0, _epoch(inc["start"])), min(ck1, _epoch(inc["end"]))
+            assert a < b, (iid, stall)
+            seen.add(inc["cause"])
+            if inc["cause"] == "fabric_pause":
+                for node in inc["scope"]["nodes"]:
+                    ts, values = fabric_series(scenario, node)
+                    rate = np.diff(values) / np.diff(ts)
+                    normal = float(np.median(rate[rate >= 0]))
+                    touch = (ts[:-1] < b) & (ts[1:] > a) & (rate >= 0)  # not across a reset
+                    assert touch.any() and (rate[touch] > 10 * normal).all(), (iid, node)
+            elif inc["cause"] == "gc":
+                for target in inc["scope"]["targets"]:  # pool gauges average (ts - 30 s, ts]
+                    ts, active = pool_series(scenario, target, "gc_active")
+                    assert active[(ts > a) & (ts - 30 < b)].min() == 1, (iid, target)
+                    ts, free = pool_series(scenario, target, "free_blocks_pct")
+                    assert free[(ts > a) & (ts - 30 < b)].max() < 10, (iid, target)
+            elif inc["cause"] == "metadata":
+                targets = labels["pool"]["targets"]
+                ratios = []
+                for target in targets:
+                    ts, lat = pool_series(scenario, target, "metadata_latency_ms")
+                    ratios.append(lat[(ts > a) & (ts - 30 < b)].max() / np.median(lat))
+                assert min(ratios) > 3, (iid, ratios)
+    assert {"gc", "metadata", "fabric_pause"} <= seen
+
+
 def test_confounders_miss_the_checkpoints(labels: dict[str, Any],
                                           checkpoints: list[dict[str, Any]]) -> None:
     for inc in labels["incidents"]:
@@ -363,6 +493,23 @@ def test_confounders_miss_the_checkpoints(labels: dict[str, Any],
         else:
             continue
         assert hit == [], inc["id"]
+
+
+def test_cumulative_counters_are_monotone_and_non_negative(scenario: Path,
+                                                           labels: dict[str, Any]) -> None:
+    series = cumulative_series(scenario)
+    assert {key[0] for key in series} == {"fabric", "smart", "pool"}
+    assert len(series) > 500  # every NIC, drive and pool target, not a few
+    drops = check_cumulative(series, labels["counter_resets"])
+    assert drops >= 5  # the labelled reset shows on the NIC's counters
+
+
+@pytest.mark.parametrize("seed", [2, 6])
+def test_canonical_counters_are_monotone_and_non_negative(tmp_path: Path, seed: int) -> None:
+    simulate(tmp_path, seed=seed, nodes=8, hours=2.0, fabric_format="canonical")
+    labels = json.loads((tmp_path / "labels.json").read_text(encoding="utf-8"))
+    assert len(labels["counter_resets"]) == 1
+    assert check_cumulative(cumulative_series(tmp_path), labels["counter_resets"]) > 0
 
 
 def test_counter_reset_is_visible(scenario: Path, labels: dict[str, Any]) -> None:

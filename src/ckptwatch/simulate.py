@@ -4,9 +4,10 @@ A cluster of nodes x 8 GPUs under leaf switches shares a disaggregated NVMe-oF p
 ``local`` and ``pool`` tiers checkpoint every few minutes; each rank's open/write/fsync/close time
 follows the physics of its tier (pool writes share the targets' bandwidth with other jobs and
 tenants and cross the fabric; local writes share one drive per few ranks). Incidents are then
-injected on top - stalls by ``gc``, ``metadata``, ``fabric_pause`` or ``unknown``, and confounders
-that leave a signal but stall nothing - and the raw files of DESIGN's input contract are written
-together with ``labels.json``. The truth in ``stalls`` is computed from the written data: a
+injected on top (``ckptwatch.simulate_incidents``) - stalls by ``gc``, ``metadata``,
+``fabric_pause`` or ``unknown``, and confounders that leave a signal but stall nothing - and the
+raw files of DESIGN's input contract are written together with ``labels.json`` (the telemetry in
+``ckptwatch.simulate_telemetry``). The truth in ``stalls`` is computed from the written data: a
 checkpoint whose barrier time is at least twice its job's median, with the incidents that made it
 so, primary cause first.
 
@@ -21,7 +22,7 @@ import math
 import shutil
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,29 +31,30 @@ import numpy as np
 import polars as pl
 
 from ckptwatch.errors import SimulationConfigError
+from ckptwatch.simulate_incidents import (
+    GB,
+    STALL_RATIO,
+    IncidentPlanner,
+    Job,
+    apply_incidents,
+    find_stalls,
+)
 from ckptwatch.simulate_telemetry import (
     Background,
     Cluster,
     Incident,
     WriteLoad,
     fabric_counters,
-    overlap,
     pool_metrics,
     write_fabric,
     write_smart,
 )
 
-GENERATOR_VERSION = "1.0"
+GENERATOR_VERSION = "1.1"
 DEFAULT_START = "2026-11-28T00:00:00Z"
 GPUS_PER_NODE = 8
-GB = 1e9
-STALL_RATIO = 2.0
 #: Files and directories the generator owns inside OUT_DIR.
 OUTPUTS = ("topology.csv", "jobs", "checkpoints", "pool", "smart", "fabric", "labels.json")
-STALL_KINDS = ("gc", "metadata", "fabric_pause", "unknown", "overlap")
-CONFOUNDER_KINDS = ("pause_between", "gc_idle", "metadata_mild", "fabric_local")
-_EXTRA_KINDS = STALL_KINDS + CONFOUNDER_KINDS
-_EXTRA_WEIGHTS = np.array([22, 15, 18, 6, 9, 10, 8, 6, 6], dtype=float) / 100.0
 Progress = Callable[[str], None]
 
 
@@ -82,9 +84,10 @@ class SimulationConfig:
             when = datetime.fromisoformat(self.start.replace("Z", "+00:00"))
         except ValueError as exc:
             raise SimulationConfigError(f"--start {self.start!r} is not ISO-8601; "
-                                 "use e.g. 2026-11-28T00:00:00Z") from exc
+                                        "use e.g. 2026-11-28T00:00:00Z") from exc
         if when.tzinfo is None:
-            raise SimulationConfigError(f"--start {self.start!r} has no UTC offset; append Z or +00:00")
+            raise SimulationConfigError(f"--start {self.start!r} has no UTC offset; "
+                                        "append Z or +00:00")
         return when.timestamp()
 
     def validate(self) -> None:
@@ -147,51 +150,6 @@ class SimulationSummary:
         return "\n".join(lines)
 
 
-@dataclass
-class _Job:
-    job_id: str
-    tier: str
-    nodes: np.ndarray
-    encoding: str
-    rank_node: np.ndarray
-    rank_drive: np.ndarray
-    rank_target: np.ndarray
-    nbytes: np.ndarray
-    files: int
-    interval_s: float
-    step_time_s: float
-    steps: np.ndarray
-    starts: np.ndarray
-    nominal_s: float
-    traffic_bps: float
-    healthy: tuple[np.ndarray, ...] = ()  # O, W, F, C before incidents
-    final: tuple[np.ndarray, ...] = ()
-    skew: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    status: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int8))
-    gap: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    baseline_s: float = 0.0
-    timeout_s: float = 0.0
-    effects: list[_Effect] = field(default_factory=list)
-
-    d0: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # healthy rank durations
-    b0: np.ndarray = field(default_factory=lambda: np.zeros(0))  # healthy barrier times
-
-    @property
-    def n_ranks(self) -> int:
-        return int(self.rank_node.size)
-
-
-@dataclass(frozen=True)
-class _Effect:
-    """Extra seconds per phase (open, write, fsync, close) on the checkpoints ``rows``."""
-
-    incident: int
-    rows: np.ndarray
-    oa: np.ndarray
-    wa: np.ndarray
-    fa: np.ndarray
-    ca: np.ndarray
-
 
 def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
              progress: Progress | None = None, overwrite: bool = False,
@@ -213,8 +171,10 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     bg = Background.build(r_bg, t0, t1)
     jobs = _build_jobs(cfg, cluster, r_jobs, t0, t1)
     _healthy(jobs, cluster, bg, r_ckpt)
-    incidents = _Planner(cfg, cluster, jobs, bg, r_inc, t0, t1).plan()
-    _apply(jobs, incidents, r_misc)
+    incidents = IncidentPlanner(cluster, jobs, bg, r_inc, t0, t1,
+                                expected=cfg.incidents_per_hour * cfg.hours,
+                                smart_interval_s=cfg.smart_interval_s).plan()
+    apply_incidents(jobs, incidents, r_misc)
     say(f"simulate: {len(jobs)} jobs, {sum(j.steps.size * j.n_ranks for j in jobs):,} rank rows, "
         f"{len(incidents)} incidents")
     resets = []
@@ -318,7 +278,7 @@ def _nominal(tier: str, rank_node: np.ndarray, rank_drive: np.ndarray, rank_targ
 
 
 def _build_jobs(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generator, t0: float,
-                t1: float) -> list[_Job]:
+                t1: float) -> list[Job]:
     n = cfg.nodes
     n_jobs = min(cfg.jobs or int(rng.integers(2, 5)), n)
     idle = min(int(rng.integers(0, n // 8 + 1)), n - n_jobs)
@@ -326,7 +286,7 @@ def _build_jobs(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generato
     tiers = ["pool", "local"] + [str(t) for t in rng.choice(["pool", "local"], n_jobs - 2)]
     rng.shuffle(tiers)
     n_t = len(cluster.targets)
-    jobs: list[_Job] = []
+    jobs: list[Job] = []
     ids: set[str] = set()
     first = 0
     for j, (size, tier) in enumerate(zip(sizes, tiers, strict=True)):
@@ -357,7 +317,7 @@ def _build_jobs(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generato
         ids.add(job_id)
         encoding = ("iso", "epoch", "csv", "iso_offset")[j] if j < 4 else (
             "iso", "epoch", "iso_offset")[j % 3]
-        jobs.append(_Job(
+        jobs.append(Job(
             job_id=job_id, tier=tier, nodes=node_idx, encoding=encoding, rank_node=rank_node,
             rank_drive=rank_drive, rank_target=rank_target, nbytes=nbytes,
             files=int(rng.integers(20, 200) if tier == "pool" else rng.integers(8, 64)),
@@ -367,7 +327,7 @@ def _build_jobs(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generato
     return jobs
 
 
-def _contention(jobs: list[_Job], cluster: Cluster) -> list[np.ndarray]:
+def _contention(jobs: list[Job], cluster: Cluster) -> list[np.ndarray]:
     """Slowdown of each pool checkpoint from other pool jobs writing to the same targets."""
     out = [np.ones(job.starts.size) for job in jobs]
     n_t = len(cluster.targets)
@@ -387,7 +347,7 @@ def _contention(jobs: list[_Job], cluster: Cluster) -> list[np.ndarray]:
     return [np.clip(c, 1.0, 1.5) for c in out]
 
 
-def _healthy(jobs: list[_Job], cluster: Cluster, bg: Background,
+def _healthy(jobs: list[Job], cluster: Cluster, bg: Background,
              rng: np.random.Generator) -> None:
     """Per-rank phase times without incidents; tails bounded to 1.4-1.6x the job median."""
     for job, cont in zip(jobs, _contention(jobs, cluster), strict=True):
@@ -426,427 +386,9 @@ def _healthy(jobs: list[_Job], cluster: Cluster, bg: Background,
         job.timeout_s = math.ceil(job.baseline_s * rng.uniform(3.0, 6.0) / 5.0) * 5.0
 
 
-# ------------------------------------------------------------------------------ incidents
-
-
-def _loguniform(rng: np.random.Generator, lo: float, hi: float) -> float:
-    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
-
-
-class _Planner:
-    """Draws incidents: stalls anchored on chosen checkpoints, confounders placed around them."""
-
-    def __init__(self, cfg: SimulationConfig, cluster: Cluster, jobs: list[_Job], bg: Background,
-                 rng: np.random.Generator, t0: float, t1: float) -> None:
-        self.cfg, self.cluster, self.jobs, self.bg, self.rng = cfg, cluster, jobs, bg, rng
-        self.t0, self.t1 = t0, t1
-        #: Incidents end before the last SMART interval so that every drive can show them.
-        self.t_end = t1 - min(1.4 * cfg.smart_interval_s + 100.0, 0.3 * (t1 - t0))
-        self.used: dict[tuple[int, int], float] = {}  # (job, checkpoint) -> planned slowdown
-        self._required = True
-        self.out: list[Incident] = []
-        self._target_drive_bw = cluster.target_bw / cluster.drives_per_target
-
-    def plan(self) -> list[Incident]:
-        """All incidents, ids in order of start time."""
-        expected = self.cfg.incidents_per_hour * self.cfg.hours
-        if expected <= 0:
-            return []
-        base = ["gc", "metadata", "fabric_pause", "pause_between", "gc_idle", "metadata_mild",
-                "unknown", "fabric_local"] + (["overlap"] if expected >= 8 else [])
-        n_min = min(len(base), math.ceil(expected) + 1)
-        total = max(int(self.rng.poisson(expected)), n_min)
-        kinds = base[:n_min] + [str(k) for k in self.rng.choice(
-            _EXTRA_KINDS, total - n_min, p=_EXTRA_WEIGHTS)]
-        required = len(kinds) - (total - n_min)
-        ordered = [(i < required, k) for i, k in enumerate(kinds) if k in STALL_KINDS]
-        ordered += [(i < required, k) for i, k in enumerate(kinds) if k in CONFOUNDER_KINDS]
-        for required_kind, kind in ordered:
-            self._required = required_kind
-            getattr(self, f"_{kind}")(1 if required_kind else self._span())
-        self.out.sort(key=lambda inc: (inc.start, inc.cause))
-        return [replace(inc, id=f"inc-{i + 1:03d}") for i, inc in enumerate(self.out)]
-
-    def _slowdown(self, j: int, lo: float, hi: float) -> float:
-        """Most stalls stay below the job's timeout; about one in eight runs into it."""
-        limit = self.jobs[j].timeout_s / self.jobs[j].baseline_s
-        if self.rng.random() < 0.12:
-            return float(self.rng.uniform(1.05, 1.5) * limit)
-        return float(self.rng.uniform(lo, max(lo + 0.2, min(hi, 0.85 * limit))))
-
-    def _span(self) -> int:
-        return int(self.rng.choice([1, 2, 3], p=[0.75, 0.18, 0.07]))
-
-    def _pick(self, tiers: tuple[str, ...], span: int = 1) -> tuple[int, int] | None:
-        cands = []
-        for j, job in enumerate(self.jobs):
-            taken = sum(1 for (jj, _) in self.used if jj == j)
-            if job.tier not in tiers or taken + span > max(1, job.starts.size // 4):
-                continue  # keep stalls a minority: the job's median stays its normal
-            for k in range(job.starts.size - span + 1):
-                near = any((j, x) in self.used for x in range(k - 1, k + span + 1))
-                last = job.starts[k + span - 1] + 2.2 * job.timeout_s + 60.0
-                if not near and job.starts[k] - 200 > self.t0 and last < self.t_end:
-                    cands.append((j, k))
-        return cands[int(self.rng.integers(len(cands)))] if cands else None
-
-    def _window(self, j: int, k: int, span: int, slowdown: float) -> tuple[float, float]:
-        job, last = self.jobs[j], k + span - 1
-        for x in range(k, k + span):
-            self.used[(j, x)] = max(self.used.get((j, x), 1.0), slowdown)
-        onset = -self.rng.uniform(20, 150)
-        if not self._required and self.rng.random() < 0.3:  # begins while ranks are writing
-            onset = self.rng.uniform(0.05, 0.3) * job.b0[k]
-        held = job.b0[last] + (slowdown - 1.0) * job.baseline_s  # the slowed ranks' duration
-        return (float(job.starts[k] + onset),
-                float(job.starts[last] + held * self.rng.uniform(1.05, 1.3)
-                      + self.rng.uniform(10, 60)))
-
-    def _add(self, **kw: Any) -> None:
-        self.out.append(Incident(id="", **kw))
-
-    def _gc_signal(self, drive_bw: float, slowdown: float) -> dict[str, float]:
-        """GC relocation takes the share of the drive's bandwidth that host writes lose."""
-        r = self.rng
-        busy = 1.0 - 1.0 / slowdown if slowdown > 1.0 else r.uniform(0.5, 0.9)
-        return {"write_amplification": r.uniform(2.0, 5.0), "free_blocks_pct": r.uniform(1.5, 8),
-                "busy_factor": r.uniform(1.5, 3.0),
-                "relocation_gbs": drive_bw * busy * r.uniform(0.7, 1.0) / GB,
-                "fsync_ratio": r.uniform(0.8, 1.5), "lead_s": r.uniform(120, 600),
-                "recovery_s": r.uniform(300, 1200)}
-
-    def _fabric_signal(self) -> dict[str, float]:
-        r = self.rng
-        return {"pause_frames_per_s": _loguniform(r, 2e3, 4e4), "tx_frac": r.uniform(0.05, 0.4),
-                "cnp_per_s": r.uniform(300, 5000), "xmit_wait_per_s": _loguniform(r, 4e6, 4e7)}
-
-    def _gc(self, span: int, at: tuple[int, int] | None = None) -> None:
-        pick = at or self._pick(("pool", "local"), span)
-        if pick is None:
-            return
-        j, k = pick
-        job, r = self.jobs[j], self.rng
-        slowdown = self._slowdown(j, 2.8, 5.0)
-        start, end = self._window(j, k, span, slowdown)
-        if k + span < job.starts.size:  # GC keeps cleaning after the burst that triggered it
-            end = max(end, min(end + r.uniform(30, 180), float(job.starts[k + span]) - 20))
-        targets: tuple[int, ...] = ()
-        drives: tuple[int, ...] = ()
-        if job.tier == "pool":
-            mine = np.unique(job.rank_target)
-            many = r.random() >= 0.6 and mine.size > 1
-            pick_n = int(r.integers(2, min(mine.size, 4) + 1)) if many else 1
-            targets = tuple(int(t) for t in np.sort(r.choice(mine, pick_n, replace=False)))
-            variant = "pool_targets" if many else "pool_target"
-            bw = self._target_drive_bw
-        else:
-            u = r.random()
-            variant = "local_drive" if u < 0.5 else ("node_drives" if u < 0.8 else "nodes_drives")
-            if variant == "local_drive":
-                drives = (int(job.rank_drive[r.integers(job.n_ranks)]),)
-            else:
-                count = 1 if variant == "node_drives" else min(job.nodes.size,
-                                                               int(r.integers(2, 4)))
-                variant = "node_drives" if count == 1 else variant
-                hosts = r.choice(job.nodes, count, replace=False)
-                dpn = self.cluster.drives_per_node
-                drives = tuple(int(h) * dpn + x for h in np.sort(hosts) for x in range(dpn))
-            bw = float(self.cluster.local_drive_bw[list(drives)].mean())
-        nodes = sorted({d // self.cluster.drives_per_node for d in drives})
-        self._add(cause="gc", kind="stall", variant=variant, job_id=job.job_id, start=start,
-                  end=end, nodes=tuple(nodes), targets=targets, drives=drives,
-                  slowdown=slowdown, signal=self._gc_signal(bw, slowdown))
-
-    def _metadata(self, span: int, at: tuple[int, int] | None = None) -> None:
-        pick = at or self._pick(("pool",), span)
-        if pick is None:
-            return
-        j, k = pick
-        job, r = self.jobs[j], self.rng
-        slowdown = self._slowdown(j, 2.8, 4.5)
-        start, end = self._window(j, k, span, slowdown)
-        storm = r.random() < 0.65
-        self._add(cause="metadata", kind="stall", variant="ops_storm" if storm else "degraded",
-                  job_id=job.job_id, start=start, end=end, slowdown=slowdown, signal={
-                      "metadata_latency_extra_ms":
-                          (slowdown - 1.0) * job.baseline_s / (3 * job.files) * 1000.0,
-                      "metadata_ops_factor": r.uniform(4, 15) if storm else r.uniform(0.4, 0.8),
-                      "rank_fraction": r.uniform(0.5, 1.0), "_seed": float(r.integers(2**31))})
-
-    def _fabric_pause(self, span: int, at: tuple[int, int] | None = None) -> None:
-        pick = at or self._pick(("pool",), span)
-        if pick is None:
-            return
-        j, k = pick
-        job = self.jobs[j]
-        slowdown = self._slowdown(j, 2.8, 4.5)
-        start, end = self._window(j, k, span, slowdown)
-        nodes, leaf, variant = self._fabric_scope(job.nodes)
-        self._add(cause="fabric_pause", kind="stall", variant=variant, job_id=job.job_id,
-                  start=start, end=end, nodes=nodes, leaf=leaf, slowdown=slowdown,
-                  signal=self._fabric_signal())
-
-    def _fabric_scope(self, pool_nodes: np.ndarray,
-                      within: bool = False) -> tuple[tuple[int, ...], int | None, str]:
-        r = self.rng
-        node = int(r.choice(pool_nodes))
-        leaf = int(self.cluster.leaf[node])
-        if r.random() < 0.55:
-            members = np.nonzero(self.cluster.leaf == leaf)[0]
-            if within:
-                members = np.intersect1d(members, pool_nodes)
-            return tuple(int(x) for x in members), leaf, "leaf"
-        count = min(pool_nodes.size, int(r.integers(1, 4)))
-        chosen = np.sort(r.choice(pool_nodes, count, replace=False))
-        return tuple(int(x) for x in chosen), None, "nodes"
-
-    def _unknown(self, span: int) -> None:
-        pick = self._pick(("pool", "local"), span)
-        if pick is None:
-            return
-        j, k = pick
-        job, r = self.jobs[j], self.rng
-        u = r.random()
-        if u < 0.4:
-            variant, ranks = "one_rank", [int(r.integers(job.n_ranks))]
-        elif u < 0.8:
-            node = int(r.choice(job.nodes))
-            variant, ranks = "one_node", np.nonzero(job.rank_node == node)[0].tolist()
-        else:
-            count = min(job.n_ranks, int(r.integers(2, 9)))
-            variant = "scattered"
-            ranks = sorted(r.choice(job.n_ranks, count, replace=False).tolist())
-        slowdown = self._slowdown(j, 3.2, 5.0)
-        start, end = self._window(j, k, span, slowdown)
-        phase = "fsync" if r.random() < 0.3 else "write"
-        self._add(cause="unknown", kind="stall", variant=f"{variant}_{phase}", job_id=job.job_id,
-                  start=start, end=end, nodes=tuple(sorted({int(job.rank_node[x]) for x in ranks})),
-                  ranks=tuple(ranks), slowdown=slowdown)
-
-    def _overlap(self, span: int) -> None:
-        pick = self._pick(("pool",), 1)
-        if pick is None:
-            return
-        first, second = self.rng.choice(["gc", "fabric_pause", "metadata"], 2, replace=False)
-        for cause in (first, second):
-            getattr(self, f"_{cause}")(1, at=pick)
-
-    def _busy(self, jobs: list[int]) -> list[tuple[float, float]]:
-        """When these jobs' ranks may be writing, counting every stall planned so far."""
-        stalls = [(inc.start, inc.end, inc.slowdown) for inc in self.out if inc.kind == "stall"]
-        out = []
-        for j in jobs:
-            job = self.jobs[j]
-            for k in range(job.starts.size):
-                s, b = float(job.starts[k]), float(job.b0[k])
-                slow = max([self.used.get((j, k), 1.0)]
-                           + [r for a, e, r in stalls if a < s + 3 * b and e > s])
-                out.append((s - 15.0, s + (b + (slow - 1) * job.baseline_s) * 1.3 + 20.0))
-        return sorted(out)
-
-    def _slot(self, busy: list[tuple[float, float]], length: float) -> float | None:
-        free, cursor = [], self.t0 + 60.0
-        for s, e in sorted([*busy, (self.t_end, math.inf)]):
-            if s - cursor >= length:
-                free.append((cursor, s - length))
-            cursor = max(cursor, e)
-        if not free:
-            return None
-        lo, hi = free[int(self.rng.integers(len(free)))]
-        return float(self.rng.uniform(lo, hi))
-
-    def _pause_between(self, _span: int) -> None:
-        r, cl = self.rng, self.cluster
-        for attempt in range(4):
-            if r.random() < 0.6:
-                leaf: int | None = int(r.integers(len(cl.leaves)))
-                nodes = np.nonzero(cl.leaf == leaf)[0]
-            else:
-                leaf = None
-                nodes = np.sort(r.choice(len(cl.nodes), int(r.integers(1, 4)), replace=False))
-            touching = [j for j, job in enumerate(self.jobs)
-                        if np.intersect1d(job.nodes, nodes).size]
-            length = float(r.uniform(30, 240)) * 0.6**attempt
-            start = self._slot(self._busy(touching), length)
-            if start is not None:
-                self._add(cause="fabric_pause", kind="confounder", variant="between_checkpoints",
-                          job_id=None, start=start, end=start + length,
-                          nodes=tuple(int(x) for x in nodes), leaf=leaf,
-                          signal=self._fabric_signal())
-                return
-
-    def _gc_idle(self, _span: int) -> None:
-        for attempt in range(6):
-            target = int(self.rng.integers(len(self.cluster.targets)))
-            writers = [j for j, job in enumerate(self.jobs) if np.any(job.rank_target == target)]
-            length = float(self.rng.uniform(120, 400)) * 0.7**attempt
-            start = self._slot(self._busy(writers), length)
-            if start is not None:
-                self._add(cause="gc", kind="confounder", variant="idle_target", job_id=None,
-                          start=start, end=start + length, targets=(target,),
-                          signal=self._gc_signal(self._target_drive_bw, 1.0))
-                return
-
-    def _metadata_mild(self, _span: int) -> None:
-        r = self.rng
-        pool = [job for job in self.jobs if job.tier == "pool"]
-        if not pool:
-            return
-        pick = self._pick(("pool",)) if r.random() < 0.7 else None
-        if pick is not None:
-            job = self.jobs[pick[0]]
-            start = float(job.starts[pick[1]] - r.uniform(10, 60))
-            end = max(start + 60.0, float(job.starts[pick[1]] + job.b0[pick[1]] * r.uniform(1, 2)))
-            self.used[pick] = 1.3
-        else:
-            start = float(r.uniform(self.t0 + 60, max(self.t0 + 61, self.t_end - 600)))
-            end = start + float(r.uniform(60, 600))
-        bound = 0.2 * min(j.baseline_s / (3 * j.files) for j in pool)
-        extra = min(bound, float(self.bg.meta_at(np.array(start))) * r.uniform(1.0, 3.0))
-        self._add(cause="metadata", kind="confounder", variant="mild", job_id=None,
-                  start=start, end=end, signal={
-                      "metadata_latency_extra_ms": extra * 1000.0,
-                      "metadata_ops_factor": r.uniform(1.5, 3.0),
-                      "rank_fraction": r.uniform(0.5, 1.0), "_seed": float(r.integers(2**31))})
-
-    def _fabric_local(self, _span: int) -> None:
-        pick = self._pick(("local",))
-        if pick is None:
-            return
-        j, k = pick
-        job, r = self.jobs[j], self.rng
-        self.used[pick] = 1.1
-        nodes, leaf, variant = self._fabric_scope(job.nodes, within=True)
-        signal = {**self._fabric_signal(), "local_slowdown": r.uniform(0.0, 0.05)}
-        self._add(cause="fabric_pause", kind="confounder", variant=f"local_tier_{variant}",
-                  job_id=job.job_id, start=float(job.starts[k] - r.uniform(20, 120)),
-                  end=float(job.starts[k] + job.b0[k] * r.uniform(1.2, 2.5) + r.uniform(10, 60)),
-                  nodes=nodes, leaf=leaf, signal=signal)
-
-
-# ------------------------------------------------------------------------------ effects & truth
-
-
-def _scope(inc: Incident, job: _Job, j: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Ranks of ``job`` the incident reaches, and a per-rank intensity."""
-    ones = np.ones(job.n_ranks)
-    if inc.cause == "gc":
-        if job.tier == "pool" and inc.targets:
-            return np.isin(job.rank_target, inc.targets), ones
-        if job.tier == "local" and inc.drives:
-            return np.isin(job.rank_drive, inc.drives), ones
-        return None
-    if inc.cause == "fabric_pause":
-        return np.isin(job.rank_node, inc.nodes), ones
-    if inc.cause == "metadata":
-        if job.tier != "pool":
-            return None
-        g = np.random.Generator(np.random.PCG64([int(inc.signal["_seed"]), j]))
-        return g.random(job.n_ranks) < inc.signal["rank_fraction"], g.uniform(0.7, 1.3, job.n_ranks)
-    if inc.job_id == job.job_id:
-        return np.isin(np.arange(job.n_ranks), inc.ranks), ones
-    return None
-
-
-def _effect(i: int, inc: Incident, job: _Job, j: int) -> _Effect | None:
-    """Extra seconds per phase the incident adds to the ranks it reaches.
-
-    A reached rank is held up by ``slowdown - 1`` times the job's normal barrier (scaled by how
-    much of the rank's write the incident covers), so the barrier grows to about ``slowdown``
-    times normal; the extra time goes where the cause puts it (gc: write and fsync,
-    fabric_pause: mostly write, unknown: write or fsync). Metadata adds latency x operations
-    to open and close.
-    """
-    d0 = job.d0
-    rows = np.nonzero((job.starts < inc.end) & (job.starts + d0.max(axis=1) + 0.05 > inc.start))[0]
-    scope = _scope(inc, job, j) if rows.size else None
-    if scope is None or not scope[0].any():
-        return None
-    mask, weight = scope
-    rs = job.starts[rows, None] + job.skew[rows]
-    ov = overlap(rs, rs + d0[rows], inc.start, inc.end) / d0[rows] * mask[None, :]
-    if not (ov > 0).any():
-        return None
-    _, w0, f0, _ = (x[rows] for x in job.healthy)
-    zero = np.zeros_like(ov)
-    extra = (inc.slowdown - 1.0) * job.baseline_s * ov
-    oa, wa, fa, ca = zero, extra, zero, zero
-    if inc.cause == "gc":
-        wa = extra * w0 / (w0 + f0 * inc.signal["fsync_ratio"])
-        fa = extra - wa
-    elif inc.cause == "fabric_pause" and job.tier == "pool":
-        wa, fa = 0.9 * extra, 0.1 * extra
-    elif inc.cause == "fabric_pause":
-        wa = inc.signal.get("local_slowdown", 0.02) * w0 * ov
-    elif inc.cause == "metadata":
-        wa = zero
-        ca = inc.signal["metadata_latency_extra_ms"] / 1000.0 * job.files * weight[None, :] * ov
-        oa = 2 * ca
-    elif inc.variant.endswith("fsync"):
-        wa, fa = zero, extra
-    return _Effect(i, rows, oa, wa, fa, ca)
-
-
-def _apply(jobs: list[_Job], incidents: list[Incident], rng: np.random.Generator) -> None:
-    """Final phases: incidents on top of healthy ones, the watchdog timeout, rare I/O errors."""
-    for j, job in enumerate(jobs):
-        job.effects = [e for i, inc in enumerate(incidents) if (e := _effect(i, inc, job, j))]
-        o, w, f, c = (x.copy() for x in job.healthy)
-        for e in job.effects:
-            for phase, add in zip((o, w, f, c), (e.oa, e.wa, e.fa, e.ca), strict=True):
-                phase[e.rows] += add
-        status = np.zeros(o.shape, dtype=np.int8)
-        over = (o + w + f + c) > job.timeout_s
-        if over.any():
-            o2 = np.minimum(o, job.timeout_s)
-            w2 = np.minimum(w, job.timeout_s - o2)
-            f2 = np.minimum(f, job.timeout_s - o2 - w2)
-            c2 = np.clip(job.timeout_s - o2 - w2 - f2, 0.0, c)
-            o, w, f, c = (np.where(over, a, b) for a, b in ((o2, o), (w2, w), (f2, f), (c2, c)))
-            status[over] = 1
-        touched = {int(x) for e in job.effects for x in e.rows}
-        quiet = [k for k in range(job.starts.size) if k not in touched]
-        for _ in range(int(rng.poisson(0.6)) if quiet else 0):
-            k, r = int(rng.choice(quiet)), int(rng.integers(job.n_ranks))
-            w[k, r] *= rng.uniform(0.05, 0.9)
-            f[k, r] = 0.0
-            status[k, r] = 2
-        job.final, job.status = (o, w, f, c), status
-        job.gap = rng.uniform(1e-4, 2e-3, o.shape)  # bookkeeping between the phases
-
-
-def _stalls(job: _Job, incidents: list[Incident]) -> list[dict[str, Any]]:
-    barrier = (sum(job.final[1:], job.final[0]) + job.gap).max(axis=1)
-    if barrier.size == 0:
-        return []
-    median = float(np.median(barrier))
-    o0, w0, f0, c0 = job.healthy
-    b0 = job.b0
-    out = []
-    for k in np.nonzero(barrier >= STALL_RATIO * median)[0]:
-        contrib = []
-        for e in job.effects:
-            hit = np.nonzero(e.rows == k)[0]
-            if hit.size:
-                h = int(hit[0])
-                alone = (o0[k] + w0[k] + f0[k] + c0[k]
-                         + e.oa[h] + e.wa[h] + e.fa[h] + e.ca[h]).max()
-                contrib.append((float(alone - b0[k]), e.incident))
-        contrib.sort(key=lambda x: (-x[0], x[1]))
-        kept = [x for x in contrib if x[0] >= 0.5 * median] or contrib[:1]
-        causes = list(dict.fromkeys(incidents[i].cause for _, i in kept)) or ["unknown"]
-        out.append({"job_id": job.job_id, "step": int(job.steps[k]), "causes": causes,
-                    "incidents": [incidents[i].id for _, i in kept],
-                    "barrier_s": round(float(barrier[k]), 3), "baseline_s": round(median, 3),
-                    "ratio": round(float(barrier[k]) / median, 3),
-                    "timed_out": bool((job.status[k] == 1).any()),
-                    **({} if kept else {"unplanned": True})})
-    return out
-
-
-def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[_Job],
+def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
             incidents: list[Incident], resets: list[tuple[int, float]]) -> dict[str, Any]:
-    stalls = [s for job in jobs for s in _stalls(job, incidents)]
+    stalls = [s for job in jobs for s in find_stalls(job, incidents)]
     by_incident: dict[str, list[dict[str, Any]]] = {}
     for s in stalls:
         for iid in s["incidents"]:
@@ -902,7 +444,7 @@ def _iso(t: float) -> str:
     return str(np.datetime_as_string(np.datetime64(int(round(t * 1000)), "ms"), unit="ms")) + "Z"
 
 
-def _ckpt_name(job: _Job) -> str:
+def _ckpt_name(job: Job) -> str:
     return f"checkpoints/{job.job_id}.{'csv' if job.encoding == 'csv' else 'jsonl'}"
 
 
@@ -913,7 +455,7 @@ def _write_topology(out: Path, cluster: Cluster) -> tuple[Path, int]:
     return path, len(cluster.nodes)
 
 
-def _write_jobs(out: Path, jobs: list[_Job]) -> tuple[Path, int]:
+def _write_jobs(out: Path, jobs: list[Job]) -> tuple[Path, int]:
     path = out / "jobs" / "jobs.csv"
     pl.DataFrame({
         "job_id": [j.job_id for j in jobs], "n_ranks": [j.n_ranks for j in jobs],
@@ -931,7 +473,7 @@ def _iso_column(epoch: np.ndarray, offset_s: int, suffix: pl.Expr | str) -> pl.E
     return pl.concat_str([text, suffix if isinstance(suffix, pl.Expr) else pl.lit(suffix)])
 
 
-def _write_checkpoints(out: Path, job: _Job, cluster: Cluster,
+def _write_checkpoints(out: Path, job: Job, cluster: Cluster,
                        rng: np.random.Generator) -> tuple[Path, int]:
     k, n = job.starts.size, job.n_ranks
     o, w, f, c = (np.round(x, 6) for x in job.final)
@@ -967,7 +509,7 @@ def _write_checkpoints(out: Path, job: _Job, cluster: Cluster,
     return path, df.height
 
 
-def _write_load(jobs: list[_Job]) -> WriteLoad:
+def _write_load(jobs: list[Job]) -> WriteLoad:
     parts: dict[str, list[np.ndarray]] = {}
     for job in jobs:
         o, w, f, c = job.final

@@ -12,8 +12,11 @@ this module turns them into the signals real collectors record, in their raw for
   (InfiniBand) text, or the canonical long CSV ``ts,node,device,port,counter,value``.
 
 Physics kept on purpose: GC multiplies media writes over host writes and keeps the controller busy
-even with no host I/O; pause frames land on the NICs of the nodes in the incident's scope;
-checkpoint writes themselves cause small, harmless pause and metadata bumps.
+even with no host I/O (busy time never outruns the clock); pause frames land on the NICs of the
+nodes in the incident's scope, integrated over the part of each sample interval the incident
+covers, so a short checkpoint inside a long interval still sees them; checkpoint writes themselves
+cause small, harmless pause and metadata bumps. Cumulative counters never go below zero and only
+fall at a labelled NIC counter reset, where they restart from about zero.
 """
 
 from __future__ import annotations
@@ -212,13 +215,19 @@ def sample_times(rng: np.random.Generator, n: int, t0: float, t1: float, interva
 
 
 def gc_dip(ts: np.ndarray, baseline: np.ndarray, inc: Incident) -> np.ndarray:
-    """Free-blocks percentage around a GC episode: falls before it, low during, recovers after."""
+    """Free-blocks percentage around a GC episode: falls before it, low during, recovers after.
+
+    The drop is measured from the baseline's median, so the low plateau keeps the baseline's
+    sample noise and drift (each drive or target sits a little apart around the incident's
+    ``free_blocks_pct``), never below 0.
+    """
     low = inc.signal["free_blocks_pct"]
     lead, rec = inc.signal["lead_s"], inc.signal["recovery_s"]
     falling = np.clip((ts - (inc.start - lead)) / lead, 0.0, 1.0)
     rising = np.clip((ts - inc.end) / rec, 0.0, 1.0)
     frac = np.where(ts <= inc.end, falling, 1.0 - rising)
-    return baseline - (baseline - low) * frac
+    level = float(np.median(baseline))
+    return np.maximum(baseline - (level - low) * frac, 0.0)
 
 
 # --------------------------------------------------------------------------------------- pool
@@ -372,10 +381,14 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                                - host_bytes(np.array([inc.start])), 0.0)
             media = (media + (sig["write_amplification"] - base_wa) * host_in
                      + sig["relocation_gbs"] * 1e9 * gc_s)
-            busy_s = busy_s + sig["busy_factor"] * gc_s
+            busy_s = busy_s + sig["busy_share"] * gc_s
             free = np.minimum(free, gc_dip(ts, free_base, inc))
             temp = temp + 4.0 * (overlap(ts - every, ts, inc.start, inc.end) > 0)
         media = np.maximum.accumulate(media)
+        # Controller busy time counts wall-clock time with I/O outstanding: it cannot grow faster
+        # than the clock, whatever host writes and GC add up to.
+        span = np.diff(ts, prepend=t0)
+        busy_s = np.cumsum(np.minimum(np.diff(busy_s, prepend=0.0), 0.97 * span))
         dw0 = int(rng.integers(2 * 10**7, 6 * 10**8))
         poh0 = int(rng.integers(2000, 30000))
         media0 = int(dw0 * DATA_UNIT_BYTES * rng.uniform(1.05, 1.25))
@@ -492,20 +505,34 @@ def fabric_counters(cluster: Cluster, load: WriteLoad, incidents: Sequence[Incid
     for name, d in deltas.items():
         rate0 = np.median(d / dt, axis=1, keepdims=True)
         counters[name] = np.floor(rate0 * init_scale) + np.cumsum(d, axis=1)
-    counters["rx_pause_ctrl_phy"] = counters["rx_prio3_pause"] + counters["rx_prio0_pause"]
-    counters["tx_pause_ctrl_phy"] = counters["tx_prio3_pause"]
     for node, at in resets:
-        j = int(np.searchsorted(ts[node], at))
-        if 0 < j < ts.shape[1]:
-            after = (ts[node, j] - at) / dt[node, j]
-            for values in counters.values():
-                step = values[node, j] - values[node, j - 1]
-                values[node, j:] -= values[node, j - 1] + np.floor(step * (1.0 - after))
+        _reset(counters, node, at, ts, dt)
+    # Derived counters come after the resets: a NIC reset zeroes them together with their parts
+    # (an alias reset twice, as tx_pause_ctrl_phy = tx_prio3_pause once was, went negative).
+    counters["rx_pause_ctrl_phy"] = counters["rx_prio3_pause"] + counters["rx_prio0_pause"]
+    counters["tx_pause_ctrl_phy"] = counters["tx_prio3_pause"].copy()
     counters["port_xmit_data"] = np.floor(counters["tx_bytes_phy"] / 4)
     counters["port_rcv_data"] = np.floor(counters["rx_bytes_phy"] / 4)
     counters["port_xmit_packets"] = counters["tx_packets_phy"]
     counters["port_rcv_packets"] = counters["rx_packets_phy"]
     return ts, counters
+
+
+def _reset(counters: Mapping[str, np.ndarray], node: int, at: float, ts: np.ndarray,
+           dt: np.ndarray) -> None:
+    """Restart every cumulative counter of ``node``'s NIC from 0 at time ``at``, in place.
+
+    The first sample after the reset holds only what was counted since ``at`` (the interval's
+    increment times the share of the interval after the reset); later samples keep their
+    increments. Counters stay non-negative and monotone on either side of the reset.
+    """
+    j = int(np.searchsorted(ts[node], at))
+    if not 0 < j < ts.shape[1]:
+        return
+    after = (ts[node, j] - at) / dt[node, j]
+    for values in {id(v): v for v in counters.values()}.values():  # an alias only once
+        step = values[node, j] - values[node, j - 1]
+        values[node, j:] -= values[node, j - 1] + np.floor(step * (1.0 - after))
 
 
 def _node_samples(cluster: Cluster, node: int, lid: int, ts: np.ndarray,
