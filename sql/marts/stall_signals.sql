@@ -126,7 +126,7 @@ per_group as (
         per_series.signal_group as signal,
         any_value(per_series.kind) as kind,
         count(*) as n_series,
-        sum(per_series.n_samples) as n_samples,
+        cast(sum(per_series.n_samples) as bigint) as n_samples,
         max(per_series.sample_interval_max_s) as sample_interval_max_s,
         case
             when any_value(per_series.kind) = 'counter' then sum(per_series.window_rate_per_s)
