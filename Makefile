@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_LAKE ?= data/lake
 
-.PHONY: demo test lint bench clean install system-deps
+.PHONY: demo test lint bench clean install system-deps model
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ system-deps:
 
 test: $(STAMP) system-deps
 	PREFECT_HOME=$(CURDIR)/.prefect $(BIN)/python -m pytest -q
+
+# The attribution model (not committed): trained on simulated scenarios, seeds 1000-1029.
+model: $(STAMP)
+	$(BIN)/ckptwatch train-model --seeds 1000-1029
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests pipelines bench
