@@ -82,7 +82,7 @@ def run_stalls(args: argparse.Namespace) -> int:
         "barrier_s": round(r["barrier_s"], 1), "baseline_s": round(r["baseline_s"], 1),
         "x": round(r["ratio_to_baseline"], 1), "slow": f"{r['n_slow']}/{r['n_ranks']}",
         "cause": r["cause"], "score": r["causes"][0]["score"],
-        "evidence": (r["causes"][0]["evidence"] or [""])[0][:90],
+        "evidence": (r["causes"][0]["evidence"] or [""])[0][:160],
     } for r in reports]
     print(render_table(pl.DataFrame(rows)))
     print(f"{len(reports)} stall(s); attribution: "
