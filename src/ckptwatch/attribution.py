@@ -85,9 +85,11 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
         hosts = f.get("fabric_hosts_elevated") or []
         leaves = f.get("slow_leaves") or []
         where = (f" of {leaves[0]}" if len(leaves) == 1 else "")
+        base = f["fabric_base_slow"]
+        shown = f["fabric_rate_slow"] / base if base > 0 else ratio
         ev.append(f"pause / PortXmitWait on {len(hosts)}/{len(f['slow_nodes'])} slow nodes"
                   f"{where} ({_hosts(hosts or f['slow_nodes'])}): {_k(f['fabric_rate_slow'])} vs "
-                  f"{_k(f['fabric_base_slow'])} baseline (x{ratio:.0f})")
+                  f"{_k(f['fabric_base_slow'])} baseline (x{shown:.0f})")
         if f["fabric_ratio_contrast"] > 2 and f["fabric_ratio_contrast"] < ratio:
             ev.append(f"x{f['fabric_ratio_contrast']:.0f} more than on the checkpoint's other "
                       "nodes")

@@ -16,7 +16,7 @@ TABLE_ORDER = ("checkpoint_writes", "jobs", "nvme_smart", "fabric_counters", "po
 def render_table(df: pl.DataFrame, *, float_precision: int = 2) -> str:
     """A plain text table of a small frame."""
     with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
-                   tbl_rows=200, tbl_cols=30, tbl_width_chars=200,
+                   tbl_rows=200, tbl_cols=30, tbl_width_chars=400,
                    tbl_formatting="ASCII_MARKDOWN", float_precision=float_precision,
                    fmt_str_lengths=160, thousands_separator=","):
         return str(df)
