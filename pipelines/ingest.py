@@ -16,12 +16,14 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ckptwatch.discover import RawFile, discover
+from ckptwatch.errors import LakeError
 from ckptwatch.ingest import (
     FileResult,
     IngestReport,
     ParsedFile,
     parse_file,
     prepare_lake,
+    run_stopped,
     write_file,
 )
 from ckptwatch.lake import Lake
@@ -52,7 +54,6 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
     logger = get_run_logger()
     t0 = time.monotonic()
     raw_dir, lake_root = Path(raw_dir), Path(lake_root)
-    Lake(lake_root).root.mkdir(parents=True, exist_ok=True)
     with Lake(lake_root).lock(wait_s=lock_wait_s):
         lake, recovered = prepare_lake(lake_root)
         if recovered:
@@ -61,10 +62,16 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
         files = discover_files(raw_dir)
         known = lake.manifest_keys()
         now = datetime.now(UTC)
-        results = []
+        results: list[FileResult] = []
         for i, raw in enumerate(files, start=1):
             pf = parse(raw, known)
-            results.append(write(lake_root, pf, now))
+            try:
+                result = write(lake_root, pf, now)
+            except LakeError as exc:  # disk full, permission denied: stop with one line
+                raise run_stopped(exc, raw, results) from exc
+            results.append(result)
+            if result.status == "ingested":
+                known.add(pf.key)  # a second copy of this content later in the run is skipped
             if i % 50 == 0 or i == len(files):
                 logger.info("ingest: %d/%d files", i, len(files))
     report = IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0)

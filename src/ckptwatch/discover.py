@@ -5,21 +5,31 @@ and ``topology.csv``. Content decides where the place is silent or wrong: a CSV/
 columns name its table, an envelope has ``output``, a tool's raw output is recognised by the
 registered detectors. ``.gz`` files are read decompressed. Nothing is skipped silently: a file
 that nothing recognises becomes a quarantined record saying so.
+
+What is not read (kind ``refused``, each a quarantined record with the reason): a symbolic link
+that leads outside the raw directory (a link to ``/etc/shadow`` must not copy it into the
+lake), a linked directory (not followed), a broken link, and a FIFO, socket or device (reading
+would block or never end). A corrupt ``.gz``, or one that decompresses to more than
+``MAX_GZIP_BYTES``, raises ``CorruptInputError`` when read and is quarantined the same way.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
+import stat
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
 from ckptwatch.errors import RawDirError
 from ckptwatch.sources import load_all
-from ckptwatch.sources.base import detect_tool
+from ckptwatch.sources.base import INPUT_ERRORS, detect_tool
 
 PLACES = {
     "checkpoints": "checkpoint_writes",
@@ -32,6 +42,16 @@ PLACES = {
 TOOL_PLACES = {"smart", "fabric"}
 TABULAR_SUFFIXES = {".csv", ".jsonl", ".ndjson", ".json", ".parquet"}
 HEAD_BYTES = 1 << 16
+#: A ``.gz`` raw file may decompress to at most this many bytes (a decompression bomb is refused).
+MAX_GZIP_BYTES = 4 << 30
+
+
+class CorruptInputError(OSError):
+    """A raw file whose bytes cannot be decoded (a corrupt or oversized ``.gz``): unlike an
+    I/O error this is permanent, so the file is quarantined rather than retried."""
+
+
+READ_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, zlib.error)
 #: Files that live beside telemetry but are not telemetry; listed in the summary as ignored.
 IGNORED_NAMES = {"readme.md", "readme", "readme.txt", "labels.json", "provenance.md",
                  "dlio.log"}
@@ -43,8 +63,9 @@ class RawFile:
 
     ``kind`` is ``tabular`` (a canonical table file; ``table`` says which), ``envelope``,
     ``tool`` (a bare tool output for ``node``), ``sysfs_tree`` (a copied
-    ``…/class/infiniband`` directory under ``fabric/<node>/``), ``dlio`` (MLPerf Storage/DLIO per-rank stats)
-    ``unknown`` (``reason`` says why) or ``ignored`` (documentation, labels).
+    ``…/class/infiniband`` directory under ``fabric/<node>/``), ``dlio`` (MLPerf Storage/DLIO
+    per-rank stats), ``unknown`` (``reason`` says why), ``refused`` (not read at all;
+    ``reason`` says why) or ``ignored`` (documentation, labels).
     """
 
     path: Path
@@ -62,11 +83,28 @@ class RawFile:
 
 
 def read_bytes(path: Path) -> bytes:
-    """File content, decompressed when it ends in ``.gz``."""
-    data = path.read_bytes()
-    if path.suffix.lower() == ".gz":
-        return gzip.decompress(data)
+    """File content, decompressed when it ends in ``.gz``.
+
+    Raises ``CorruptInputError`` (an OSError) for a corrupt ``.gz``, whatever zlib raised, or
+    one that decompresses to more than ``MAX_GZIP_BYTES``.
+    """
+    if path.suffix.lower() != ".gz":
+        return path.read_bytes()
+    data = _gunzip(path, MAX_GZIP_BYTES + 1)
+    if len(data) > MAX_GZIP_BYTES:
+        raise CorruptInputError(f"gzip file decompresses to more than {MAX_GZIP_BYTES:,} "
+                                "bytes: refused (split it, or raise MAX_GZIP_BYTES)")
     return data
+
+
+def _gunzip(path: Path, limit: int) -> bytes:
+    """Up to ``limit`` decompressed bytes; CorruptInputError for a damaged stream."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(limit)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        detail = str(exc) or type(exc).__name__
+        raise CorruptInputError(f"corrupt gzip file ({detail})") from exc
 
 
 def table_for_columns(columns: Iterable[str]) -> str | None:
@@ -87,10 +125,17 @@ def table_for_columns(columns: Iterable[str]) -> str | None:
 
 def _head(path: Path) -> bytes:
     if path.suffix.lower() == ".gz":
-        with gzip.open(path, "rb") as fh:
-            return fh.read(HEAD_BYTES)
+        return _gunzip(path, HEAD_BYTES)
     with open(path, "rb") as fh:
         return fh.read(HEAD_BYTES)
+
+
+def _json_or_none(text: str | bytes) -> Any:
+    """Parsed JSON, or None for anything unreadable (deep nesting and huge numbers included)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _is_dlio(obj: object) -> bool:
@@ -116,7 +161,7 @@ def classify(path: Path, rel: str) -> RawFile:
     name = path.name.lower()
     try:
         head = _head(path)
-    except (OSError, EOFError) as exc:
+    except READ_ERRORS as exc:
         return RawFile(path, rel, "unknown", reason=f"cannot read file: {exc}")
     suffix = Path(name[:-3]).suffix if name.endswith(".gz") else Path(name).suffix
     if head[:4] == b"PAR1" or suffix == ".parquet":
@@ -131,10 +176,7 @@ def classify(path: Path, rel: str) -> RawFile:
     text = head.decode("utf-8", errors="replace")
     first = text.lstrip().split("\n", 1)[0].strip()
     if first.startswith("{"):
-        try:
-            obj = json.loads(first)
-        except json.JSONDecodeError:
-            obj = None
+        obj = _json_or_none(first)
         if isinstance(obj, dict):
             if "output" in obj:
                 return RawFile(path, rel, "envelope", node=node)
@@ -143,8 +185,8 @@ def classify(path: Path, rel: str) -> RawFile:
                 return RawFile(path, rel, "tabular", table=table)
         # A whole-file JSON document: a tool output or DLIO stats.
         try:
-            whole = json.loads(read_bytes(path))
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+            whole = _json_or_none(read_bytes(path))
+        except READ_ERRORS:
             whole = None
         if whole is not None:
             if _is_dlio(whole) or name.endswith("per_epoch_stats.json"):
@@ -155,6 +197,9 @@ def classify(path: Path, rel: str) -> RawFile:
             load_all()
             if detect_tool(whole):
                 return _tool_or_unknown(path, rel, place, node)
+        lines = _json_lines_kind(path, rel, text, node)
+        if lines is not None:
+            return lines
         if place in PLACES and place not in TOOL_PLACES:
             return RawFile(path, rel, "tabular", table=PLACES[place])
         if place in TOOL_PLACES:
@@ -164,6 +209,9 @@ def classify(path: Path, rel: str) -> RawFile:
         table = table_for_columns(first.split(","))
         if table:
             return RawFile(path, rel, "tabular", table=table)
+    lines = _json_lines_kind(path, rel, text, node)
+    if lines is not None:
+        return lines
     load_all()
     if detect_tool(text):
         return _tool_or_unknown(path, rel, place, node)
@@ -175,6 +223,23 @@ def classify(path: Path, rel: str) -> RawFile:
         "pool metrics, topology), an envelope, or a known tool's output"))
 
 
+def _json_lines_kind(path: Path, rel: str, text: str, node: str | None) -> RawFile | None:
+    """A JSON Lines file whose first line is damaged: the first line of the head that is a
+    JSON object decides (envelope, or the table its keys name), so that the damaged lines get
+    their own reasons instead of the whole file being unrecognised."""
+    for line in text.split("\n")[:50]:
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        obj = _json_or_none(stripped)
+        if isinstance(obj, dict):
+            if "output" in obj:
+                return RawFile(path, rel, "envelope", node=node)
+            table = table_for_columns(obj)
+            return RawFile(path, rel, "tabular", table=table) if table else None
+    return None
+
+
 def _tool_or_unknown(path: Path, rel: str, place: str, node: str | None) -> RawFile:
     if node is None:
         return RawFile(path, rel, "unknown", reason=(
@@ -183,30 +248,70 @@ def _tool_or_unknown(path: Path, rel: str, place: str, node: str | None) -> RawF
     return RawFile(path, rel, "tool", node=node)
 
 
+def _refusal(path: Path, root: Path) -> str | None:
+    """Why ``path`` (found under ``root``) must not be read, or None when it may be."""
+    try:
+        st = path.lstat()
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        try:
+            resolved = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
+            return f"broken symbolic link (to {target!r}): nothing to read"
+        if not resolved.is_relative_to(root):
+            return (f"symbolic link to {target!r}, outside the raw directory: not read (copy "
+                    "the file in if it is telemetry)")
+        if resolved.is_dir():
+            return (f"symbolic link to the directory {target!r}: not followed (put the files "
+                    "themselves under the raw directory)")
+        st = resolved.stat()
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return "not a regular file (a FIFO, socket or device): not read"
+    return None
+
+
 def discover(raw_dir: Path) -> list[RawFile]:
-    """Every raw file under ``raw_dir`` (hidden files and dirs skipped), sorted by path."""
+    """Every raw file under ``raw_dir`` (hidden files and dirs skipped), sorted by path.
+
+    Each entry is classified; a file that cannot be classified, or must not be read (see the
+    module docstring), is listed with a reason, never skipped in silence.
+    """
     if not raw_dir.exists():
         raise RawDirError(f"raw directory {raw_dir} does not exist")
     if not raw_dir.is_dir():
         raise RawDirError(f"{raw_dir} is not a directory")
+    root = raw_dir.resolve()
     out = []
     trees: set[Path] = set()
     for path in sorted(raw_dir.rglob("*")):
         rel_parts = path.relative_to(raw_dir).parts
+        rel = "/".join(rel_parts)
         if any(p.startswith(".") for p in rel_parts):
             continue
         if any(t in path.parents for t in trees):
             continue  # inside a sysfs tree: read as part of it
+        refused = _refusal(path, root)
+        if refused:
+            out.append(RawFile(path, rel, "refused", reason=refused))
+            continue
         if path.is_dir() and path.name == "infiniband" and len(rel_parts) >= 3 \
                 and rel_parts[0] == "fabric":
             trees.add(path)
-            out.append(RawFile(path, "/".join(rel_parts), "sysfs_tree", node=rel_parts[1]))
+            out.append(RawFile(path, rel, "sysfs_tree", node=rel_parts[1]))
             continue
         if not path.is_file():
-            continue
+            continue  # a directory: its files are listed on their own
         if path.name.lower() in IGNORED_NAMES:
-            out.append(RawFile(path, "/".join(rel_parts), "ignored",
+            out.append(RawFile(path, rel, "ignored",
                                reason="documentation or scenario labels, not telemetry"))
             continue
-        out.append(classify(path, "/".join(rel_parts)))
+        try:
+            out.append(classify(path, rel))
+        except INPUT_ERRORS as exc:  # a recogniser failed on hostile content: say so, go on
+            detail = " ".join(str(exc).split())[:200]
+            out.append(RawFile(path, rel, "unknown", reason=(
+                f"could not be recognised ({type(exc).__name__}: {detail}); please report it "
+                "as a ckptwatch bug")))
     return out

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import polars as pl
 
-from ckptwatch.discover import RawFile, discover, read_bytes
-from ckptwatch.errors import RecordError
+from ckptwatch.discover import CorruptInputError, RawFile, discover, read_bytes
+from ckptwatch.errors import LakeError, RecordError
 from ckptwatch.lake import Lake, ManifestEntry
 from ckptwatch.schema import QUARANTINE, TABLES
-from ckptwatch.sources.base import Parsed, Reject
+from ckptwatch.sources.base import INPUT_ERRORS, Parsed, Reject, safe_text
 from ckptwatch.sources.envelope import read_envelopes, read_tool_file, time_from_name
 from ckptwatch.sources.tabular import LOADERS, canonicalise
 
@@ -80,42 +80,81 @@ class IngestReport:
 def file_key(data: bytes, raw: RawFile) -> str:
     """Identity of a source file: its content, plus the node its path names (bare tool output)."""
     h = hashlib.sha256(data)
-    if raw.kind == "tool" and raw.node:
-        h.update(b"\0node=" + raw.node.encode())
+    if raw.kind == "tool" and raw.node:  # surrogatepass: a directory name need not be UTF-8
+        h.update(b"\0node=" + raw.node.encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
 
 def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
-    """Read and parse one raw file (skips the parse when its key is already in ``known``)."""
+    """Read and parse one raw file (skips the parse when its key is already in ``known``).
+
+    Never raises for what the file holds: a malformed record is a reject, a malformed file is
+    one reject for the whole file, and a failure of a parser itself (a bug that hostile input
+    found) is a reject too, saying so. Only an unreadable file is an ``error``.
+    """
+    if raw.kind == "refused":  # never read: one quarantined record saying why
+        key = hashlib.sha256(b"refused\0" + raw.rel.encode("utf-8", "surrogatepass") + b"\0"
+                             + (raw.reason or "").encode("utf-8", "surrogatepass")).hexdigest()
+        if known is not None and key in known:
+            return ParsedFile(raw, key, 0, Parsed(), already=True)
+        return ParsedFile(raw, key, 0, Parsed(rejects=[Reject(raw.reason or "not read", None)]))
     try:
         data = _sysfs_tree_bytes(raw) if raw.kind == "sysfs_tree" else read_bytes(raw.path)
-    except (OSError, EOFError) as exc:
-        return ParsedFile(raw, "", 0, Parsed(), error=f"cannot read {raw.rel}: {exc}")
+    except CorruptInputError as exc:  # permanent: quarantined under the stored bytes' key
+        return _corrupt(raw, exc, known)
+    except (OSError, EOFError, ValueError) as exc:  # ValueError: a sysfs tree's bad names
+        return ParsedFile(raw, "", 0, Parsed(),
+                          error=safe_text(f"cannot read {raw.rel}: {exc}"))
     key = file_key(data, raw)
     if known is not None and key in known:
         return ParsedFile(raw, key, len(data), Parsed(), already=True)
-    parsed = Parsed()
     try:
-        if raw.kind == "tabular":
-            assert raw.table is not None
-            parsed = _parse_tabular(raw, data)
-        elif raw.kind == "envelope":
-            parsed = read_envelopes(data, file_label=raw.rel, default_node=raw.node)
-        elif raw.kind == "tool":
-            assert raw.node is not None
-            ts = time_from_name(raw.path.name) or datetime.fromtimestamp(
-                raw.path.stat().st_mtime, tz=UTC)
-            parsed = read_tool_file(data, file_label=raw.rel, node=raw.node, ts=ts)
-        elif raw.kind == "sysfs_tree":
-            parsed = _parse_sysfs_tree(raw)
-        elif raw.kind == "dlio":
-            parsed = _parse_dlio(raw, data)
-        else:
-            parsed.rejects.append(Reject(raw.reason or "unrecognised file", None,
-                                         _clip(data)))
+        parsed = _parse(raw, data)
     except RecordError as exc:
         parsed = Parsed(rejects=[Reject(exc.reason, exc.line, _clip(data), raw.table)])
+    except INPUT_ERRORS as exc:
+        detail = " ".join(str(exc).split())[:300]
+        parsed = Parsed(rejects=[Reject(
+            f"the {raw.kind} reader failed on this file ({type(exc).__name__}: {detail}); the "
+            "whole file is quarantined; please report it as a ckptwatch bug", None,
+            _clip(data), raw.table)])
     return ParsedFile(raw, key, len(data), parsed)
+
+
+def _corrupt(raw: RawFile, exc: CorruptInputError, known: set[str] | None) -> ParsedFile:
+    """A file whose stored bytes cannot be decoded: one quarantined record, keyed by them."""
+    try:
+        stored = raw.path.read_bytes()
+    except OSError as err:
+        return ParsedFile(raw, "", 0, Parsed(), error=safe_text(f"cannot read {raw.rel}: {err}"))
+    key = file_key(stored, raw)
+    if known is not None and key in known:
+        return ParsedFile(raw, key, len(stored), Parsed(), already=True)
+    return ParsedFile(raw, key, len(stored), Parsed(rejects=[
+        Reject(f"cannot read file: {exc}", None, None, raw.table)]))
+
+
+def _parse(raw: RawFile, data: bytes) -> Parsed:
+    """Dispatch on the kind of file; raises ``RecordError`` for a malformed file."""
+    parsed = Parsed()
+    if raw.kind == "tabular":
+        assert raw.table is not None
+        parsed = _parse_tabular(raw, data)
+    elif raw.kind == "envelope":
+        parsed = read_envelopes(data, file_label=raw.rel, default_node=raw.node)
+    elif raw.kind == "tool":
+        assert raw.node is not None
+        ts = time_from_name(raw.path.name) or datetime.fromtimestamp(
+            raw.path.stat().st_mtime, tz=UTC)
+        parsed = read_tool_file(data, file_label=raw.rel, node=raw.node, ts=ts)
+    elif raw.kind == "sysfs_tree":
+        parsed = _parse_sysfs_tree(raw)
+    elif raw.kind == "dlio":
+        parsed = _parse_dlio(raw, data)
+    else:
+        parsed.rejects.append(Reject(raw.reason or "unrecognised file", None,
+                                     _clip(data)))
+    return parsed
 
 
 def _parse_tabular(raw: RawFile, data: bytes) -> Parsed:
@@ -190,15 +229,20 @@ def _clip(data: bytes) -> str:
 
 
 def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
-    """Write one parsed file's parts and commit it (journal first, manifest last)."""
+    """Write one parsed file's parts and commit it (journal first, manifest last).
+
+    A failure while writing (disk full, permission denied) rolls this file's parts back before
+    the error propagates, so the lake holds the file whole or not at all.
+    """
     raw = pf.raw
+    rel_text = safe_text(raw.rel)  # file names need not be UTF-8; the lake stores UTF-8
     if pf.error:
-        return FileResult(raw.rel, "failed", error=pf.error)
+        return FileResult(rel_text, "failed", error=pf.error)
     if raw.kind == "ignored":
-        return FileResult(raw.rel, "ignored", notes=[f"{raw.rel}: {raw.reason}"])
+        return FileResult(rel_text, "ignored", notes=[safe_text(f"{raw.rel}: {raw.reason}")])
     if pf.already:
-        return FileResult(raw.rel, "skipped")
-    prov = {"source_file": pl.lit(raw.rel), "ingested_ts": pl.lit(ingested_ts).cast(
+        return FileResult(rel_text, "skipped")
+    prov = {"source_file": pl.lit(rel_text), "ingested_ts": pl.lit(ingested_ts).cast(
         pl.Datetime("us", "UTC"))}
     planned: list[tuple[str, str, pl.DataFrame]] = []
     rows: dict[str, int] = {}
@@ -213,24 +257,29 @@ def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
             {
                 "table": [r.table or raw.table for r in rejects],
                 "line": [r.line for r in rejects],
-                "reason": [r.reason for r in rejects],
-                "raw": [r.raw for r in rejects],
+                "reason": [safe_text(r.reason) for r in rejects],
+                "raw": [None if r.raw is None else safe_text(r.raw) for r in rejects],
             },
             schema={"table": pl.String, "line": pl.Int64, "reason": pl.String, "raw": pl.String},
         ).with_columns(**prov)
         for rel, part in lake.plan_parts(pf.key, QUARANTINE, q):
             planned.append((QUARANTINE.name, rel, part))
-    lake.begin(pf.key, [rel for _, rel, _ in planned])
-    for table, rel, part in planned:
-        lake.write_part(rel, TABLES[table], part)
-    lake.commit(ManifestEntry(
-        key=pf.key, path=raw.rel, size_bytes=pf.size_bytes,
-        ingested_ts=ingested_ts.isoformat(), rows=rows, quarantined=len(rejects),
-        parts=[rel for _, rel, _ in planned]))
-    notes = list(pf.parsed.notes)
+    parts = [rel for _, rel, _ in planned]
+    try:
+        lake.begin(pf.key, parts)
+        for table, rel, part in planned:
+            lake.write_part(rel, TABLES[table], part)
+        lake.commit(ManifestEntry(
+            key=pf.key, path=rel_text, size_bytes=pf.size_bytes,
+            ingested_ts=ingested_ts.isoformat(), rows=rows, quarantined=len(rejects),
+            parts=parts))
+    except BaseException:  # noqa: BLE001 - roll back on anything, Ctrl-C included, re-raise
+        lake.rollback(pf.key, parts)
+        raise
+    notes = [safe_text(n) for n in pf.parsed.notes]
     if not rows and not rejects:
-        notes.append(f"{raw.rel}: no records in this file")
-    return FileResult(raw.rel, "ingested", rows=rows, quarantined=len(rejects), notes=notes)
+        notes.append(f"{rel_text}: no records in this file")
+    return FileResult(rel_text, "ingested", rows=rows, quarantined=len(rejects), notes=notes)
 
 
 def prepare_lake(lake_root: Path) -> tuple[Lake, int]:
@@ -243,18 +292,36 @@ def prepare_lake(lake_root: Path) -> tuple[Lake, int]:
 def ingest(raw_dir: Path, lake_root: Path, *,
            progress: Callable[[int, int, str], None] | None = None,
            lock_wait_s: float = 600.0) -> IngestReport:
-    """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``."""
+    """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``.
+
+    Files are committed one at a time. A write failure (disk full, permission denied) stops the
+    run with one ``LakeError`` naming the file; that file is rolled back and the files committed
+    before it stay, so a rerun finishes the job.
+    """
     t0 = time.monotonic()
     files = discover(raw_dir)
     lake = Lake(lake_root)
-    lake.root.mkdir(parents=True, exist_ok=True)
     with lake.lock(wait_s=lock_wait_s):
         lake, recovered = prepare_lake(lake_root)
         known = lake.manifest_keys()
         now = datetime.now(UTC)
-        results = []
+        results: list[FileResult] = []
         for i, raw in enumerate(files, start=1):
             if progress:
-                progress(i, len(files), raw.rel)
-            results.append(write_file(lake, parse_file(raw, known), now))
+                progress(i, len(files), safe_text(raw.rel))
+            pf = parse_file(raw, known)
+            try:
+                result = write_file(lake, pf, now)
+            except LakeError as exc:
+                raise run_stopped(exc, raw, results) from exc
+            results.append(result)
+            if result.status == "ingested":
+                known.add(pf.key)  # a second copy of this content later in the run is skipped
     return IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0)
+
+
+def run_stopped(exc: LakeError, raw: RawFile, done: list[FileResult]) -> LakeError:
+    """The error that stops a run: the write failure, which file, and what was kept."""
+    n = sum(r.status == "ingested" for r in done)
+    return LakeError(f"{exc} (while writing {safe_text(raw.rel)}, which was rolled back; "
+                     f"{n} file(s) committed earlier in this run are kept; rerun to finish)")

@@ -10,7 +10,11 @@ Layout::
 
 A source file is committed when its manifest entry exists. Before its parts are written, the
 part names go to an in-flight journal; a run that finds a journal entry (a crash) deletes those
-parts first, so a rerun ends with exactly the rows of one clean run.
+parts first, so a rerun ends with exactly the rows of one clean run. A write that fails in
+process (disk full, permission denied, Ctrl-C) is rolled back at once (``rollback``), so the
+lake is left as it was before that file. Paths come from dates and hashes only, never from
+input text; ``PART_PATH`` is checked for every part written and every part a rollback deletes.
+See RELIABILITY.md for the guarantees and the tests that prove them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +45,8 @@ SCHEMA_PART = "part-schema.parquet"
 MANIFEST_DIR = "_manifest"
 INFLIGHT_DIR = "_inflight"
 LOCK_FILE = ".lock"
+#: Every path a part may have, relative to the lake: the only names rollback will delete.
+PART_PATH = re.compile(r"[a-z_]+/date=\d{4}-\d{2}-\d{2}/part-[A-Za-z0-9_-]{1,80}\.parquet")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -50,13 +57,33 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _errno(exc: OSError) -> int | None:
+    """The errno of an OSError, also when pyarrow only names it in the message."""
+    if exc.errno is not None:
+        return exc.errno
+    m = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+    if m:
+        return int(m.group(1))
+    text = str(exc).lower()
+    if "no space left" in text:
+        return errno.ENOSPC
+    if "permission denied" in text:
+        return errno.EACCES
+    if "read-only file system" in text:
+        return errno.EROFS
+    return None
+
+
 def _os_error(exc: OSError, what: Path) -> LakeError:
-    if exc.errno == errno.ENOSPC:
-        hint = "the disk is full; free space and rerun (the lake is unchanged for this file)"
-    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    code = _errno(exc)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        hint = "the disk is full; free space and rerun"
+    elif code in (errno.EACCES, errno.EPERM):
         hint = "permission denied; run as a user that can write the lake"
+    elif code == errno.EROFS:
+        hint = "the file system is read-only; remount it read-write or use another --lake"
     else:
-        hint = exc.strerror or str(exc)
+        hint = " ".join((exc.strerror or str(exc)).split())
     return LakeError(f"cannot write {what}: {hint}")
 
 
@@ -71,10 +98,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except OSError as exc:
+    except BaseException as exc:  # noqa: BLE001 - no temp file left behind, even on Ctrl-C
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise _os_error(exc, path) from exc
+        if isinstance(exc, OSError):
+            raise _os_error(exc, path) from exc
+        raise
 
 
 def atomic_write_table(path: Path, table: pa.Table) -> None:
@@ -87,10 +116,12 @@ def atomic_write_table(path: Path, table: pa.Table) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except OSError as exc:
+    except BaseException as exc:  # noqa: BLE001 - no temp file left behind, even on Ctrl-C
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise _os_error(exc, path) from exc
+        if isinstance(exc, OSError):
+            raise _os_error(exc, path) from exc
+        raise
 
 
 @dataclass(frozen=True)
@@ -122,17 +153,24 @@ class Lake:
         return str(self.root / table / "*" / "*.parquet")
 
     def init(self) -> None:
-        """Create the lake and a zero-row schema part per table (idempotent)."""
+        """Create the lake and a zero-row schema part per table (idempotent).
+
+        ``_manifest/`` is made last: ``exists()`` (what queries check) is then true only for a
+        lake whose every table can be read, even if a first run was killed during ``init``.
+        """
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            for name in (MANIFEST_DIR, INFLIGHT_DIR):
-                (self.root / name).mkdir(exist_ok=True)
+            (self.root / INFLIGHT_DIR).mkdir(exist_ok=True)
         except OSError as exc:
             raise _os_error(exc, self.root) from exc
         for t in TABLES.values():
             stub = self.table_dir(t.name) / SCHEMA_PARTITION / SCHEMA_PART
             if not stub.exists():
                 atomic_write_table(stub, t.schema.empty_table())
+        try:
+            (self.root / MANIFEST_DIR).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise _os_error(exc, self.root) from exc
 
     def exists(self) -> bool:
         """True when ``init`` has run here."""
@@ -141,10 +179,14 @@ class Lake:
     # -- lock ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, wait_s: float = 600.0) -> Iterator[None]:
-        """Exclusive lock for writers. A killed holder's lock is released by the kernel."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Exclusive lock for writers. A killed holder's lock is released by the kernel.
+
+        The lock is an ``flock`` on ``LAKE/.lock``; the file's text (who holds it) is only for
+        the error message, so a stale file left by a killed run blocks nothing.
+        """
         path = self.root / LOCK_FILE
         try:
+            self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise _os_error(exc, path) from exc
@@ -161,9 +203,10 @@ class Lake:
                             f"lake {self.root} is locked by another run ({holder or 'unknown'});"
                             f" waited {wait_s:.0f} s — retry when it finishes") from None
                     time.sleep(0.2)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} since {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
-                      .encode(), 0)
+            with contextlib.suppress(OSError):  # who holds it: informative only (disk full)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} since "
+                          f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}".encode(), 0)
             yield
         finally:
             with contextlib.suppress(OSError):
@@ -201,8 +244,40 @@ class Lake:
         atomic_write_bytes(self.root / INFLIGHT_DIR / f"{key}.json",
                            json.dumps({"key": key, "parts": parts}).encode())
 
+    def rollback(self, key: str, parts: list[str]) -> None:
+        """Undo a file whose write failed in this process: its manifest entry (if the failure
+        came after it), its parts, then its journal entry. Best effort: what cannot be removed
+        now stays journalled, and the next run's ``recover`` removes it."""
+        try:
+            for name in (f".{key}.json.tmp", f"{key}.json"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / MANIFEST_DIR / name).unlink()
+            self._remove_parts(parts)
+            for name in (f".{key}.json.tmp", f"{key}.json"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / INFLIGHT_DIR / name).unlink()
+        except OSError:
+            pass  # the journal entry is still there: recover() finishes the job
+
+    def _remove_parts(self, parts: list[str]) -> None:
+        """Delete journalled parts and their temp files, and partitions left empty. A name
+        that is not a part path of this lake (a damaged journal) is left alone."""
+        for rel in parts:
+            if not isinstance(rel, str) or not PART_PATH.fullmatch(rel):
+                continue
+            path = self.root / rel
+            for p in (path, path.with_name(f".{path.name}.tmp")):
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            with contextlib.suppress(OSError):  # only succeeds when the partition is empty
+                path.parent.rmdir()
+
     def recover(self) -> int:
-        """Roll back the parts of source files whose ingest was interrupted; returns count."""
+        """Roll back the parts of source files whose ingest was interrupted; returns count.
+
+        Only names of the lake's own part layout (``PART_PATH``) are ever deleted, whatever a
+        journal entry says, so a damaged journal cannot reach outside the lake.
+        """
         d = self.root / INFLIGHT_DIR
         committed = self.manifest_keys()
         n = 0
@@ -212,14 +287,12 @@ class Lake:
                 continue
             try:
                 parts = json.loads(p.read_text()).get("parts", [])
-            except ValueError:
+            except (ValueError, AttributeError, UnicodeDecodeError):
                 parts = []
-            for rel in parts:
-                with contextlib.suppress(FileNotFoundError):
-                    (self.root / rel).unlink()
+            self._remove_parts(parts if isinstance(parts, list) else [])
             p.unlink()
             n += 1
-        for tmp in self.root.glob("*/*/.*.tmp"):
+        for tmp in [*self.root.glob("*/*/.*.tmp"), *self.root.glob("_*/.*.tmp")]:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
         return n
@@ -235,6 +308,8 @@ class Lake:
             rows = rows.drop("__date")
             digest = hashlib.sha256(f"{key}|{table.name}|{date}".encode()).hexdigest()[:12]
             rel = f"{table.name}/date={date}/part-{key[:16]}-{digest}.parquet"
+            if not PART_PATH.fullmatch(rel):  # dates and hashes only: never input text
+                raise LakeError(f"refusing to write part {rel!r}: not a lake part path")
             out.append((rel, rows))
         return out
 

@@ -7,12 +7,74 @@ raises ``RecordError`` (the whole file then goes to quarantine).
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import polars as pl
+
+from ckptwatch.errors import RecordError
+
+#: Errors a parser or reader may raise on hostile input besides ``RecordError``: caught at the
+#: file boundary (``parse_tool_output``, ``ingest.parse_file``) and turned into a quarantined
+#: record, never a crash of the run. ``PanicException`` (a Rust panic inside polars) derives
+#: from ``BaseException``, so it is named explicitly.
+try:
+    from polars.exceptions import PanicException
+except ImportError:  # pragma: no cover - older polars
+    PanicException = RuntimeError  # type: ignore[misc,assignment]
+INPUT_ERRORS: tuple[type[BaseException], ...] = (
+    KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError,
+    RecursionError, OSError, PanicException,
+)
+
+
+def safe_text(text: str) -> str:
+    """``text`` as storable UTF-8 (Arrow stores nothing else); valid text is returned as is.
+
+    A file name byte that is not UTF-8 (Python's surrogate escape, U+DC80-U+DCFF) becomes
+    ``\\xNN``; another lone surrogate (a JSON ``"\\ud800"`` escape) becomes ``\\ud800``.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def load_json(text: str | bytes, *, one_line: bool = False) -> Any:
+    """``json.loads`` whose every failure is a ``RecordError`` with a reason a person can act on.
+
+    Besides malformed JSON this covers nesting too deep for the parser (``[[[[…``), integers
+    longer than Python's 4300-digit limit and non-UTF-8 bytes. ``one_line``: the text is one
+    line of a JSON Lines file (the reason then gives only the column).
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = (f"at column {exc.colno}" if one_line
+                 else f"at line {exc.lineno} column {exc.colno}")
+        raise RecordError(f"invalid JSON ({exc.msg} {where})") from exc
+    except RecursionError as exc:
+        raise RecordError("invalid JSON (nested too deeply to read)") from exc
+    except ValueError as exc:  # over-long integers; undecodable bytes (UnicodeDecodeError)
+        if "digits" in str(exc):
+            raise RecordError(f"invalid JSON (a number has more than "
+                              f"{sys.get_int_max_str_digits()} digits)") from exc
+        raise RecordError(f"invalid JSON ({' '.join(str(exc).split())[:120]})") from exc
 
 
 @dataclass(frozen=True)
@@ -102,6 +164,6 @@ def detect_tool(output: Any) -> str | None:
         try:
             if fmt.detect(output):
                 return fmt.source
-        except (TypeError, ValueError, KeyError, AttributeError):
+        except INPUT_ERRORS:
             continue
     return None

@@ -9,7 +9,7 @@ format is recognised from the content. A file that is a tool's raw output on its
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -20,13 +20,25 @@ from ckptwatch.config import INGEST
 from ckptwatch.errors import RecordError
 from ckptwatch.schema import PROVENANCE, TABLES
 from ckptwatch.sources import load_all
-from ckptwatch.sources.base import TOOL_FORMATS, Parsed, Reject, ToolContext, detect_tool
+from ckptwatch.sources.base import (
+    INPUT_ERRORS,
+    TOOL_FORMATS,
+    Parsed,
+    Reject,
+    ToolContext,
+    detect_tool,
+    load_json,
+    safe_text,
+)
 
 PROVENANCE_NAMES = {f.name for f in PROVENANCE}
+#: The envelope's own keys (DESIGN "Input contract"); any other key is reported in a note.
+ENVELOPE_KEYS = {"node", "device", "port", "collected_at", "source", "output"}
 
 
 def _clip(text: str) -> str:
-    return text.encode("utf-8", "replace")[: INGEST.quarantine_raw_max].decode("utf-8", "ignore")
+    return text.encode("utf-8", "backslashreplace")[: INGEST.quarantine_raw_max].decode(
+        "utf-8", "ignore")
 
 
 def parse_time(value: Any) -> datetime:
@@ -34,19 +46,43 @@ def parse_time(value: Any) -> datetime:
     if isinstance(value, bool):
         raise ValueError(f"not a timestamp: {value!r}")
     if isinstance(value, int | float):
-        ts = datetime.fromtimestamp(float(value), tz=UTC)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise ValueError(f"implausible timestamp {_short_repr(value)}") from None
+        ts = _from_epoch(seconds, value)
     elif isinstance(value, str):
         text = value.strip()
         try:
-            ts = datetime.fromtimestamp(float(text), tz=UTC)
-        except ValueError:
+            seconds = float(text)
+        except ValueError:  # fromisoformat's ValueError says what is wrong: let it through
             ts = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-            ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+            try:
+                ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+            except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC time
+                raise ValueError(f"implausible timestamp {_short_repr(value)}") from None
+        else:
+            ts = _from_epoch(seconds, value)
     else:
-        raise ValueError(f"not a timestamp: {value!r}")
+        raise ValueError(f"not a timestamp: {_short_repr(value)}")
     if not INGEST.min_year <= ts.year <= INGEST.max_year:
-        raise ValueError(f"implausible timestamp {value!r}")
+        raise ValueError(f"implausible timestamp {_short_repr(value)}")
     return ts
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _from_epoch(seconds: float, value: Any) -> datetime:
+    """Epoch seconds -> UTC; NaN, infinities and values beyond the calendar are ValueError."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"not a timestamp: {_short_repr(value)}")
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"implausible timestamp {_short_repr(value)}") from None
 
 
 def _row_schema(table: str) -> dict[str, pl.DataType]:
@@ -55,27 +91,54 @@ def _row_schema(table: str) -> dict[str, pl.DataType]:
     return {k: v for k, v in empty.schema.items() if k not in PROVENANCE_NAMES}
 
 
+def _storable(value: Any) -> Any:
+    """A string with lone surrogates escaped (Arrow stores UTF-8 only); other values as they are."""
+    return safe_text(value) if isinstance(value, str) else value
+
+
 def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None:
     """Type parser row dicts with the canonical schema (one frame per table) and add them.
 
-    A row whose required column is missing or of the wrong type is rejected (with the line
-    recorded under ``__line`` by ``read_envelopes``), never written half-empty.
+    A row whose required column is missing or of the wrong type, whose number is NaN or
+    infinite, or whose time lies outside the plausible years (``INGEST``) is rejected (with the
+    line recorded under ``__line`` by ``read_envelopes``), never written half-empty or poisoned.
+    Text that is not valid UTF-8 (lone surrogates) is kept with the bad code points escaped.
     """
     for table, rows in result.items():
         if not rows:
             continue
         schema = _row_schema(table)
-        columns: dict[str, list[Any]] = {k: [r.get(k) for r in rows] for k in schema}
+        columns: dict[str, list[Any]] = {k: [_storable(r.get(k)) for r in rows] for k in schema}
         df = pl.DataFrame(columns, schema=schema, strict=False).with_columns(
             pl.Series("__line", [r.get("__line") for r in rows], dtype=pl.Int64))
         required = [f.name for f in TABLES[table].schema
                     if not f.nullable and f.name in schema]
-        bad = pl.any_horizontal([pl.col(c).is_null() for c in required])
+        floats = [c for c, t in schema.items() if t == pl.Float64]
+        times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
+        missing = pl.any_horizontal([pl.col(c).is_null() for c in required])
+        non_finite = pl.any_horizontal([~pl.col(c).is_finite() for c in floats]) \
+            if floats else pl.lit(False)
+        years = pl.any_horizontal([
+            (pl.col(c).dt.year() < INGEST.min_year) | (pl.col(c).dt.year() > INGEST.max_year)
+            for c in times]) if times else pl.lit(False)
+        bad = missing | non_finite.fill_null(False) | years.fill_null(False)
         for row in df.filter(bad).iter_rows(named=True):
-            cols = ", ".join(c for c in required if row[c] is None)
             what = row.get("metric") or row.get("counter") or ""
+            problems = []
+            cols = ", ".join(c for c in required if row[c] is None)
+            if cols:
+                problems.append(f"has no valid {cols}")
+            for c in floats:
+                v = row[c]
+                if v is not None and not math.isfinite(v):
+                    problems.append(f"{c} is {v} (not a finite number)")
+            for c in times:
+                v = row[c]
+                if v is not None and not INGEST.min_year <= v.year <= INGEST.max_year:
+                    problems.append(f"{c} {v.isoformat()} is outside the plausible years "
+                                    f"{INGEST.min_year}-{INGEST.max_year}")
             out.rejects.append(Reject(
-                f"{table} row {what!s} has no valid {cols}".replace("  ", " "),
+                f"{table} row {what!s} {'; '.join(problems)}".replace("  ", " "),
                 row["__line"], None, table))
         out.add(table, df.filter(~bad).drop("__line"))
 
@@ -97,22 +160,37 @@ def parse_tool_output(output: Any, ctx: ToolContext) -> dict[str, list[dict[str,
         return fmt.parse(output, ctx)
     except RecordError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise RecordError(f"{ctx.source} output malformed: {type(exc).__name__}: {exc}") from exc
+    except RecursionError as exc:
+        raise RecordError(f"{ctx.source} output malformed: nested too deeply to read") from exc
+    except OverflowError as exc:
+        raise RecordError(f"{ctx.source} output malformed: a number is too large to store "
+                          f"({exc})") from exc
+    except INPUT_ERRORS as exc:
+        text = " ".join(str(exc).split())[:200]
+        raise RecordError(f"{ctx.source} output malformed: {type(exc).__name__}: "
+                          f"{safe_text(text)}") from exc
 
 
 def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = None) -> Parsed:
-    """Parse a JSON Lines envelope file; bad lines are rejected with their line number."""
+    """Parse a JSON Lines envelope file; bad lines are rejected with their line number.
+
+    Keys other than the envelope's own (``ENVELOPE_KEYS``) are not read; they are listed in a
+    note on the file, never fatal.
+    """
     load_all()
     out = Parsed()
     rows: dict[str, list[dict[str, Any]]] = {}
+    extra: dict[str, int] = {}
     for i, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            env = json.loads(line)
+            env = load_json(line, one_line=True)
             if not isinstance(env, dict):
                 raise RecordError(f"expected a JSON object, got {type(env).__name__}")
+            for key in env:
+                if key not in ENVELOPE_KEYS:
+                    extra.setdefault(safe_text(str(key))[:80], i)
             if "output" not in env:
                 raise RecordError("envelope has no 'output'")
             node = env.get("node") or default_node
@@ -131,17 +209,24 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
                 raise RecordError("envelope names no 'source' and the output matches no known "
                                   "format")
             dev, port = env.get("device"), env.get("port")
-            ctx = ToolContext(node=node.strip(), ts=ts, source=str(source),
-                              device=str(dev) if dev is not None else None,
-                              port=str(port) if port is not None else None)
+            ctx = ToolContext(node=safe_text(node.strip()), ts=ts, source=str(source),
+                              device=_name(dev), port=_name(port))
             _accumulate(rows, parse_tool_output(output, ctx), i)
-        except json.JSONDecodeError as exc:
-            out.rejects.append(Reject(f"invalid JSON ({exc.msg} at column {exc.colno})", i,
-                                      _clip(line)))
         except RecordError as exc:
-            out.rejects.append(Reject(exc.reason, i, _clip(line)))
+            out.rejects.append(Reject(safe_text(exc.reason), i, _clip(line)))
     rows_to_frames(rows, out)
+    if extra:
+        shown = ", ".join(f"{k!r} (first on line {n})" for k, n in list(extra.items())[:10])
+        more = f" and {len(extra) - 10} more" if len(extra) > 10 else ""
+        out.notes.append(f"{file_label}: envelope keys not read: {shown}{more}")
     return out
+
+
+def _name(value: Any) -> str | None:
+    """An envelope's device/port as text (numbers are common for ports); None when absent."""
+    if value is None:
+        return None
+    return safe_text(value if isinstance(value, str) else str(value))
 
 
 _NAME_TS = re.compile(r"(\d{4}-?\d{2}-?\d{2}T\d{2}:?\d{2}:?\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
@@ -198,11 +283,9 @@ def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
-            output = json.loads(text)
-        except json.JSONDecodeError as exc:
-            out.rejects.append(Reject(
-                f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                None, _clip(text)))
+            output = load_json(text)
+        except RecordError as exc:
+            out.rejects.append(Reject(exc.reason, None, _clip(text)))
             return out
     source = detect_tool(output)
     if source is None:

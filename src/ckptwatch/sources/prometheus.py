@@ -150,8 +150,13 @@ def ethtool_driver_name(metric: str) -> str:
     return "_".join(tokens)
 
 
-def _when(ctx: ToolContext, ts_ms: int | None) -> datetime:
-    return datetime.fromtimestamp(ts_ms / 1000, tz=UTC) if ts_ms is not None else ctx.ts
+def _when(ctx: ToolContext, ts_ms: int | None, where: str = "sample") -> datetime:
+    if ts_ms is None:
+        return ctx.ts
+    try:
+        return datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise RecordError(f"{where}: sample timestamp {ts_ms} ms is out of range") from None
 
 
 @register_tool(SOURCE, detect)
@@ -168,7 +173,7 @@ def parse_prometheus(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, 
         where = f"prometheus exposition line {i}"
         if math.isnan(value) or math.isinf(value):
             continue  # no reading: a NaN or Inf counter carries no increment
-        when = _when(ctx, ts_ms)
+        when = _when(ctx, ts_ms, where)
         if name.startswith("node_infiniband_"):
             rest = name[len("node_infiniband_"):]
             if rest in _IB_NOT_COUNTERS:

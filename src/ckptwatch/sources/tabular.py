@@ -19,7 +19,7 @@ import polars as pl
 from ckptwatch.config import INGEST
 from ckptwatch.errors import RecordError
 from ckptwatch.schema import CHECKPOINT_WRITES, FABRIC_COUNTERS, PROVENANCE, STATUSES, TABLES, TIERS
-from ckptwatch.sources.base import Parsed, Reject
+from ckptwatch.sources.base import PanicException, Parsed, Reject, load_json, safe_text
 from ckptwatch.sources.coerce import coerce_expr
 
 LINE = "__line"
@@ -57,12 +57,16 @@ def _canonical_dtypes(table: str) -> dict[str, pl.DataType]:
 
 
 def _clip(text: str) -> str:
-    raw = text.encode("utf-8", "replace")[: INGEST.quarantine_raw_max]
+    raw = text.encode("utf-8", "backslashreplace")[: INGEST.quarantine_raw_max]
     return raw.decode("utf-8", "ignore")
 
 
 def _jsonable(v: Any) -> Any:
-    return v if v is None or isinstance(v, str | int | float | bool) else json.dumps(v)
+    """A JSON value as one cell: scalars as they are, text made storable, nested values as
+    JSON text (``RecursionError`` for nesting too deep to write back)."""
+    if isinstance(v, str):
+        return safe_text(v)
+    return v if v is None or isinstance(v, int | float | bool) else safe_text(json.dumps(v))
 
 
 def load_jsonl(data: bytes, table: str) -> Frame:
@@ -82,26 +86,30 @@ def load_jsonl(data: bytes, table: str) -> Frame:
             pl.Series(RAW, lines, dtype=pl.String),
         )
         return Frame(df, [])
-    except Exception:  # noqa: BLE001 - any fast-path failure falls back to the careful reader
-        pass
+    except (Exception, PanicException):  # noqa: BLE001 - any fast-path failure (a polars
+        pass  # panic included) falls back to the careful reader below
     rows: list[dict[str, Any]] = []
     rejects: list[Reject] = []
     for i, ln in enumerate(lines, start=1):
         if not ln.strip():
             continue
         try:
-            obj = json.loads(ln)
-        except json.JSONDecodeError as exc:
-            rejects.append(Reject(f"invalid JSON ({exc.msg} at column {exc.colno})", i,
-                                  _clip(ln), table))
+            obj = load_json(ln, one_line=True)
+        except RecordError as exc:
+            rejects.append(Reject(exc.reason, i, _clip(ln), table))
             continue
         if not isinstance(obj, dict):
             rejects.append(Reject(f"expected a JSON object, got {type(obj).__name__}", i,
                                   _clip(ln), table))
             continue
-        row = {str(k): _jsonable(v) for k, v in obj.items()}
+        try:
+            row = {safe_text(str(k)): _jsonable(v) for k, v in obj.items()}
+        except (RecursionError, ValueError):
+            rejects.append(Reject("invalid JSON (a value is nested too deeply to read)", i,
+                                  _clip(ln), table))
+            continue
         row[LINE] = i
-        row[RAW] = ln
+        row[RAW] = safe_text(ln)
         rows.append(row)
     if not rows:
         return Frame(pl.DataFrame({LINE: [], RAW: []},
@@ -121,17 +129,34 @@ def load_csv(data: bytes, table: str) -> Frame:
             pl.concat_str([pl.col(c).fill_null("") for c in cols], separator=",").alias(RAW)
         )
         return Frame(df, [])
-    except Exception:  # noqa: BLE001 - ragged or odd CSV: isolate the bad lines
-        pass
+    except (Exception, PanicException):  # noqa: BLE001 - ragged or odd CSV (or a polars
+        pass  # panic): isolate the bad lines below
     text = data.decode("utf-8", errors="replace")
     reader = csv.reader(io.StringIO(text))
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         return Frame(pl.DataFrame(), [])
+    except csv.Error as exc:
+        raise RecordError(f"unreadable CSV header: {exc}") from exc
+    repeats: dict[str, int] = {}
+    for k, h in enumerate(header):  # named as polars names them: the first keeps its name
+        if h in repeats:
+            header[k] = f"{h}_duplicated_{repeats[h]}"
+            repeats[h] += 1
+        else:
+            repeats[h] = 0
     rows: list[dict[str, Any]] = []
     rejects: list[Reject] = []
-    for rec in reader:
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a field over csv.field_size_limit()
+            rejects.append(Reject(f"unreadable CSV record: {exc}", reader.line_num, None,
+                                  table))
+            continue
         line = reader.line_num
         if not any(v.strip() for v in rec):
             continue
@@ -147,17 +172,40 @@ def load_csv(data: bytes, table: str) -> Frame:
     return Frame(df, rejects)
 
 
+def _as_text(df: pl.DataFrame, col: str) -> pl.Expr:
+    """A column of a type that does not cast to text (nested, binary, duration…) as text:
+    binary decoded as UTF-8 (bad bytes escaped), anything else as its JSON value."""
+    dtype = df.schema[col]
+    if dtype == pl.Binary:
+        return pl.col(col).map_elements(lambda b: b.decode("utf-8", "backslashreplace"),
+                                        return_dtype=pl.String, skip_nulls=True)
+    if dtype == pl.Null:
+        return pl.col(col).cast(pl.String)
+    as_json = pl.struct(pl.col(col).alias("v")).struct.json_encode().str.slice(5).str.head(-1)
+    return pl.when(pl.col(col).is_not_null()).then(as_json)
+
+
+_TEXT_CASTABLE = (pl.String, pl.Boolean, pl.Date, pl.Datetime, pl.Time, pl.Decimal,
+                  pl.Categorical, pl.Enum)
+
+
 def load_parquet(data: bytes, table: str) -> Frame:
-    """Parquet: the record number stands in for the line."""
+    """Parquet: the record number stands in for the line. Columns of types that do not read as
+    text (lists, structs, binary, durations) are turned into text first; nothing here raises
+    anything but ``RecordError``."""
     try:
         df = pl.read_parquet(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - pyarrow/polars raise many types for bad files
-        raise RecordError(f"unreadable Parquet: {exc}") from exc
-    nested = [c for c, t in df.schema.items() if t.is_nested()]
-    df = df.with_columns(pl.col(c).cast(pl.String, strict=False) for c in nested)
-    df = df.with_columns(pl.int_range(1, df.height + 1, dtype=pl.Int64).alias(LINE))
-    raw = pl.struct([c for c in df.columns if c != LINE]).struct.json_encode()
-    return Frame(df.with_columns(raw.alias(RAW)), [])
+        odd = [c for c, t in df.schema.items()
+               if not (t.is_numeric() or isinstance(t, _TEXT_CASTABLE) or t in _TEXT_CASTABLE)]
+        if odd:
+            df = df.with_columns(_as_text(df, c).alias(c) for c in odd)
+        df = df.with_columns(pl.int_range(1, df.height + 1, dtype=pl.Int64).alias(LINE))
+        raw = pl.struct([c for c in df.columns if c != LINE]).struct.json_encode()
+        df = df.with_columns(raw.alias(RAW))
+    except (Exception, PanicException) as exc:  # noqa: BLE001 - pyarrow/polars raise many
+        text = " ".join(str(exc).split())[:300]  # types (and panic) for bad files
+        raise RecordError(f"unreadable Parquet: {safe_text(text)}") from exc
+    return Frame(df, [])
 
 
 LOADERS = {".jsonl": load_jsonl, ".ndjson": load_jsonl, ".json": load_jsonl,
@@ -258,6 +306,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         out.rejects.append(Reject(reason, line, _clip(raw or ""), table))
     good = typed.filter(pl.col("__reason").is_null())
     if table == CHECKPOINT_WRITES.name:
+        good = _latest_per_rank(good, out, table)
         good = good.with_columns(
             ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
             .alias("duration_s"))
@@ -265,6 +314,26 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         good = good.with_columns(pl.lit(source).alias("source"))
     out.add(table, good.select(list(dtypes)))
     return out
+
+
+#: The key of a checkpoint record: one rank's write of one checkpoint.
+CHECKPOINT_KEY = ["job_id", "step", "rank"]
+
+
+def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str) -> pl.DataFrame:
+    """Duplicate rule inside one file: of records with the same (job_id, step, rank) the last
+    in the file is kept; each earlier one is quarantined saying which line replaced it. (Across
+    files, ``stg_checkpoint_writes`` keeps the most recently ingested record.)"""
+    last = pl.col(LINE).max().over(CHECKPOINT_KEY)
+    if good.height == good.select(CHECKPOINT_KEY).n_unique():
+        return good
+    marked = good.with_columns(last.alias("__last"))
+    for line, raw, kept in marked.filter(pl.col(LINE) != pl.col("__last")).select(
+            LINE, RAW, "__last").iter_rows():
+        out.rejects.append(Reject(
+            f"duplicate record: line {kept} has the same job_id, step and rank and is kept "
+            "(the last record in a file wins)", line, _clip(raw or ""), table))
+    return marked.filter(pl.col(LINE) == pl.col("__last")).drop("__last")
 
 
 def dtypes_nullable(table: str, col: str) -> bool:

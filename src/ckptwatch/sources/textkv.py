@@ -38,12 +38,15 @@ def iter_lines(text: str) -> Iterator[tuple[int, str]]:
 def parse_int(text: str) -> int | None:
     """An integer as tools print it: ``123``, ``-4``, ``0x1f``, ``1,234,567``; else None."""
     s = text.strip()
-    if _INT.fullmatch(s):
-        return int(s)
-    if _HEX.fullmatch(s):
-        return int(s, 16)
-    if _GROUPED.fullmatch(s):
-        return int(s.replace(",", ""))
+    try:
+        if _INT.fullmatch(s):
+            return int(s)
+        if _HEX.fullmatch(s):
+            return int(s, 16)
+        if _GROUPED.fullmatch(s):
+            return int(s.replace(",", ""))
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        return None
     return None
 
 
