@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ckptwatch import __version__
 from ckptwatch.errors import SinkError
-from ckptwatch.settings import Secret, Settings, display_url, redact
+from ckptwatch.settings import REDACTED, Secret, Settings, display_url, redact
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: flo
                 resp.read()
             return
         except urllib.error.HTTPError as exc:
-            excerpt = _excerpt(exc)
+            excerpt = redact_cut(_excerpt(exc), secrets)
             reason = f"HTTP {exc.code} {exc.reason}" + (f": {excerpt}" if excerpt else "")
             if exc.code < 500 and exc.code != 429:
                 break  # the request is wrong (auth, schema): retrying will not help
@@ -176,6 +176,16 @@ def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: flo
     msg = (f"{sink}: POST {shown} failed ({tries} attempt{'s' if tries > 1 else ''}): "
            f"{reason}")
     raise SinkError(sink, redact(msg, secrets))
+
+
+def redact_cut(text: str, secrets: Sequence[str], min_prefix: int = 4) -> str:
+    """Redact ``text`` that was cut short: also a secret's first characters at its very end."""
+    text = redact(text, secrets)
+    for value in (v for v in secrets if v):
+        for n in range(min(len(value) - 1, len(text)), min_prefix - 1, -1):
+            if text.endswith(value[:n]):
+                return text[: len(text) - n] + REDACTED
+    return text
 
 
 def _excerpt(exc: urllib.error.HTTPError, limit: int = 300) -> str:
@@ -215,7 +225,11 @@ class WebhookSink:
         if self.token:
             out.append(self.token.reveal())
         if self.url_is_secret:
+            # the whole URL, and its path's long segments (a token in the path is echoed back
+            # in request lines and error bodies without scheme or host)
             out.append(self.url)
+            path = urlsplit(self.url).path
+            out += [path] + [seg for seg in path.split("/") if len(seg) >= 8]
         return out
 
 
