@@ -4,7 +4,7 @@
 -- xmit_wait (InfiniBand PortXmitWait), cnp (congestion notifications, ECN marks), traffic
 -- (bytes moved), gc (drive / target garbage collection: media vs host writes, busy time,
 -- gc_active), free_blocks, metadata. The first matching rule (lowest rule_order) wins.
--- Whether a series is a counter or a gauge is not decided here (see stg_metric_kinds).
+-- Whether a series is a counter or a gauge is not decided here (see stg_metric_names).
 create or replace view int_signal_catalog as
 with
 rules as (

@@ -1,20 +1,30 @@
 -- stg_counter_deltas: one row per sample of a cumulative counter, with the increase since the
--- previous sample of the same series and its rate. The one place counter deltas are computed.
+-- previous sample of the same series and its rate. The one place counter deltas are computed
+-- (there is no Python twin: notebooks and tests query this view).
 -- Series: fabric_counters (host = node, device, port, counter), nvme_smart counters
 -- (host = node, device, counter = metric) and pool_metrics counters (host = target,
 -- pool, counter = metric); gauges are not here (read stg_nvme_smart / stg_pool_metrics).
--- Rules, per series ordered by ts:
---   cur >= prev                     delta = cur - prev
---   cur <  prev                     reset (driver reload, reboot, counter cleared): the counter
---                                   restarted from 0, so delta = cur; reset = true
---   fabric value = 4294967295       a legacy 32-bit InfiniBand counter stuck at 2^32-1:
---                                   saturated = true, delta null (unknown traffic, not zero)
---   value < 0                       not a reading (a cumulative counter cannot go below 0; a
---                                   tool printed a wrapped signed number): invalid = true,
---                                   delta null, and the next sample's delta is taken from the
---                                   last valid sample
---   first sample of a series        delta, interval_s and rate_per_s null
--- rate_per_s = delta / interval_s, in the counter's own unit per second.
+-- Each counter's saturate_at / wrap_at come from stg_metric_names (the one list of limits).
+-- Rules, per series ordered by ts; prev = the last valid (value >= 0) sample before this one:
+--   first valid sample of a series   prev_ts, prev_value, interval_s, delta, rate_per_s null
+--   value < 0                        not a reading (a cumulative counter cannot go below 0; a
+--                                    tool printed a wrapped signed number): invalid = true,
+--                                    delta null; the next sample is measured from prev
+--   value = saturate_at              saturated = true, delta null: the counter stopped at its
+--                                    ceiling (legacy InfiniBand: 2^32-1, 2^16-1, 2^8-1; any
+--                                    other fabric counter at exactly 2^32-1), the increase is
+--                                    unknown, never 0; reset and wrapped false
+--   cur >= prev                      delta = cur - prev
+--   cur < prev, wrap_at known and    wrap: delta = wrap_at - prev + cur; wrapped = true
+--     prev - cur > wrap_at / 2       (mlx5 queue counters wrap at 2^32, other fabric 2^64)
+--   any other cur < prev             reset (driver reload, reboot, perfquery -R): the counter
+--                                    restarted from 0, so delta = cur; reset = true. This
+--                                    includes the first sample below the ceiling after a
+--                                    saturated one: a legacy counter holds its ceiling until
+--                                    it is cleared, so delta = cur (counted since the clear)
+-- A reset that leaves the value above prev cannot be told from traffic (as in Prometheus'
+-- increase). rate_per_s = delta / interval_s, in the counter's own unit per second. Deltas and
+-- rates are never negative. Values are double: counts above 2^53 lose precision.
 create or replace view stg_counter_deltas as
 with
 fabric as (
@@ -29,6 +39,10 @@ pool as (
     select * from stg_pool_metrics
 ),
 
+metric_names as (
+    select * from stg_metric_names
+),
+
 samples as (
     select
         'fabric_counters' as source_table,
@@ -39,7 +53,6 @@ samples as (
         counter,
         ts,
         value,
-        value = 4294967295 as saturated,
     from fabric
     union all
     select
@@ -51,7 +64,6 @@ samples as (
         metric as counter,
         ts,
         value,
-        false as saturated,
     from smart
     where kind = 'counter'
     union all
@@ -64,7 +76,6 @@ samples as (
         metric as counter,
         ts,
         value,
-        false as saturated,
     from pool
     where kind = 'counter'
 ),
@@ -81,18 +92,46 @@ sequenced as (
     )
 ),
 
-deltas as (
+limited as (
+    select
+        sequenced.*,
+        metric_names.saturate_at,
+        metric_names.wrap_at,
+    from sequenced
+    left join metric_names
+        on sequenced.source_table = metric_names.source_table
+        and sequenced.counter = metric_names.metric
+),
+
+classified as (
     select
         *,
         value < 0 as invalid,
-        prev_value is not null and value >= 0 and value < prev_value as reset,
+        coalesce(value = saturate_at, false) as saturated,
+        prev_value is not null and value >= 0 and value < prev_value as dropped,
+    from limited
+),
+
+kinds_of_drop as (
+    select
+        *,
+        dropped and not saturated
+            and coalesce(prev_value - value > wrap_at / 2, false) as wrapped,
+    from classified
+),
+
+deltas as (
+    select
+        *,
+        dropped and not saturated and not wrapped as reset,
         case
-            when prev_value is null or saturated or value < 0 then null
-            when value >= prev_value then value - prev_value
-            else value
+            when prev_value is null or invalid or saturated then null
+            when wrapped then wrap_at - prev_value + value
+            when dropped then value
+            else value - prev_value
         end as delta,
         epoch(ts - prev_ts) as interval_s,
-    from sequenced
+    from kinds_of_drop
 ),
 
 final as (
@@ -111,6 +150,7 @@ final as (
         delta,
         delta / nullif(interval_s, 0) as rate_per_s,
         reset,
+        wrapped,
         saturated,
         invalid,
     from deltas
