@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	PREFECT_HOME=$(CURDIR)/.prefect PREFECT_LOGGING_LEVEL=WARNING $(BIN)/ckptwatch demo --raw data/sample --lake $(DEMO_LAKE)
+	PREFECT_HOME=$(CURDIR)/.prefect PREFECT_LOGGING_LEVEL=WARNING PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/ckptwatch demo --raw data/sample --lake $(DEMO_LAKE)
 
 # Debian packages the tests use for real (Alertmanager for the alert sink test). Installed when
 # running as root (CI, fresh machines); elsewhere those tests say they need it.

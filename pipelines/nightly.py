@@ -1,18 +1,39 @@
-"""Prefect flow: the nightly run. Today: ingest the day's raw files and build the SQL views.
+"""Prefect flow: the nightly run. Ingest the day's raw files, build the views, find and attribute
+stalls, evaluate and send the timeout-headroom alerts, write the daily report.
 
-Later stages (stall detection and attribution, alerts, the daily report) plug in here as their
-issues land; each is a package function wrapped in a thin task.
+Every step is a package function wrapped in a thin task; only I/O tasks retry. Deployed by
+``prefect.yaml`` (cron ``30 2 * * *`` UTC); ``ckptwatch nightly RAW --lake LAKE`` runs it once.
+Settings come from ``config`` or ``$CKPTWATCH_CONFIG`` (built-in defaults without either); the
+alerts always go to a JSON Lines file too: ``[sinks] jsonl``, else ``LAKE/reports/alerts.jsonl``.
+
+A failing alert sink never costs the report: the report is written (showing the failure), then
+the flow run fails with one line naming the sink (its alerts stay pending for the next run).
 """
 
 from __future__ import annotations
 
 import sys
+from datetime import date
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from ckptwatch.alerts import AlertRun, run_alerts
+from ckptwatch.attribution import top_causes
+from ckptwatch.errors import CkptwatchError
+from ckptwatch.ingest import IngestReport
 from ckptwatch.query import connect, view_files
+from ckptwatch.report import (
+    AlertsUndeliveredError,
+    ReportFiles,
+    StallFindings,
+    daily_report,
+    find_stalls,
+    nightly_settings,
+)
+from ckptwatch.settings import Settings, load_settings, redact
 
 try:  # run as a script from the project root, or imported as pipelines.nightly
     from pipelines.ingest import ingest_flow
@@ -20,22 +41,89 @@ except ImportError:  # pragma: no cover - script mode
     from ingest import ingest_flow  # type: ignore[no-redef]
 
 
-@task(task_run_name="build views", cache_policy=NO_CACHE)
+@task(retries=2, retry_delay_seconds=5, task_run_name="build views", cache_policy=NO_CACHE)
 def build_views(lake_root: Path) -> int:
-    """Build every SQL view over the lake (checks that the SQL layer is sound)."""
+    """Build every SQL view over the lake (reads the lake: retried)."""
     con = connect(lake_root)
     con.close()
     return len(view_files())
 
 
+@task(task_run_name="stalls", cache_policy=NO_CACHE)
+def detect_stalls(lake_root: Path) -> StallFindings:
+    """Every stall and its ranked causes (the trained model when one is built)."""
+    return find_stalls(lake_root)
+
+
+@task(task_run_name="alerts (send={send})", cache_policy=NO_CACHE)
+def evaluate_alerts(lake_root: Path, settings: Settings, send: bool,
+                    lock_wait_s: float) -> AlertRun:
+    """Timeout headroom of every job; with ``send``, deliver the due alerts and keep state.
+
+    Not retried: a failed sink keeps its alerts pending in the alert state, and the next run
+    sends them (a retry here would only repeat the same attempt seconds later).
+    """
+    return run_alerts(lake_root, settings, send=send, cause_provider=top_causes,
+                      lock_wait_s=lock_wait_s)
+
+
+@task(retries=2, retry_delay_seconds=5, task_run_name="report", cache_policy=NO_CACHE)
+def write_daily_report(lake_root: Path, day: date | None, findings: StallFindings,
+                       settings: Settings, alert_run: AlertRun | None,
+                       alerts_error: str | None, ingest: IngestReport) -> ReportFiles:
+    """Build, render and write the day's report (writes files: retried)."""
+    _facts, files = daily_report(lake_root, day=day, findings=findings, settings=settings,
+                                 alert_run=alert_run, alerts_error=alerts_error,
+                                 ingest=ingest)
+    return files
+
+
 @flow(name="nightly", flow_run_name="nightly {raw_dir}", log_prints=True)
-def nightly_flow(raw_dir: Path, lake_root: Path) -> dict[str, int]:
-    """Ingest new raw files, then build the views."""
-    report = ingest_flow(Path(raw_dir), Path(lake_root))
-    n_views = build_views(Path(lake_root))
-    get_run_logger().info("nightly: %d files ingested, %d views built",
-                          report.count("ingested"), n_views)
-    return {"ingested": report.count("ingested"), "views": n_views}
+def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, send: bool = True,
+                 report_date: date | None = None, lock_wait_s: float = 600.0) -> dict[str, Any]:
+    """Ingest, build views, stalls, alerts, report; return paths and counts.
+
+    ``report_date``: the day the report covers (default: the newest day with checkpoints).
+    ``send=False`` evaluates the alerts without sending or recording them (a dry run).
+    """
+    logger = get_run_logger()
+    raw_dir, lake_root = Path(raw_dir), Path(lake_root)
+    settings = nightly_settings(load_settings(config), lake_root)
+    ingest = ingest_flow(raw_dir, lake_root, lock_wait_s=lock_wait_s)
+    n_views = build_views(lake_root)
+    findings = detect_stalls(lake_root)
+    alert_run: AlertRun | None = None
+    alerts_error: str | None = None
+    try:
+        alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s)
+    except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail the run below
+        alerts_error = redact(str(exc), settings.secrets())
+    files = write_daily_report(lake_root, report_date, findings, settings, alert_run,
+                               alerts_error, ingest)
+    causes: dict[str, int] = {}
+    for s in findings.stalls:
+        causes[s["cause"]] = causes.get(s["cause"], 0) + 1
+    result: dict[str, Any] = {
+        "ingested": ingest.count("ingested"), "skipped": ingest.count("skipped"),
+        "failed": ingest.count("failed"), "quarantined": ingest.quarantined,
+        "views": n_views, "stalls": len(findings.stalls), "stalls_by_cause": causes,
+        "alerts": len(alert_run.alerts) if alert_run else 0,
+        "alerts_sent": bool(alert_run and alert_run.sent),
+        "alerts_file": str(settings.sinks.jsonl) if settings.sinks.jsonl else None,
+        "report": str(files.html), "report_json": str(files.json),
+        "latest": str(files.latest_html),
+    }
+    logger.info("nightly: %d files ingested, %d stalls, %d alerts %s; report %s",
+                result["ingested"], result["stalls"], result["alerts"],
+                "sent" if result["alerts_sent"] else "due (not sent)", files.html)
+    failures = [redact(f"{f.sink}: {f}", settings.secrets()) for f in alert_run.failures] \
+        if alert_run else []
+    if alerts_error or failures:
+        problem = alerts_error or "; ".join(failures)
+        raise AlertsUndeliveredError(
+            f"alerts not delivered: {problem} — the report is written ({files.html}); "
+            "undelivered alerts stay pending and are retried on the next run", result)
+    return result
 
 
 if __name__ == "__main__":

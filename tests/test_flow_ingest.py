@@ -28,7 +28,12 @@ def test_flow_lake_equals_library_lake(prefect_harness: None, bad_raw_dir: Path,
 
 
 def test_nightly_flow_ingests_and_builds_views(prefect_harness: None, raw_dir: Path,
-                                               tmp_path: Path) -> None:
+                                               tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CKPTWATCH_CONFIG", raising=False)
     out = nightly_flow(raw_dir, tmp_path / "lake")
     assert out["ingested"] == 6
     assert out["views"] >= 10
+    assert (out["stalls"], out["alerts"]) == (0, 0)  # two healthy jobs: nothing to send
+    assert Path(out["report"]) == tmp_path / "lake" / "reports" / "2026-11-28" / "report.html"
+    assert "j1" in Path(out["report"]).read_text()

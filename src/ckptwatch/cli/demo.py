@@ -1,4 +1,4 @@
-"""`ckptwatch demo`: the bundled sample through the Prefect ingest flow, then what it found."""
+"""`ckptwatch demo`: the nightly flow on the bundled sample, then what it found."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``demo`` command."""
     p = sub.add_parser(
         "demo", help="run the main job on the bundled sample data and print what it found",
-        description="Ingest data/sample/ into a local lake through the Prefect flow (local "
-        "ephemeral Prefect server, no external service), then print the summary.")
+        description="Run the nightly Prefect flow (local ephemeral Prefect server, no external "
+        "service) on data/sample/: ingest into a local lake, find and attribute stalls, "
+        "evaluate alerts (to a JSON Lines file in the lake), write the daily report; then "
+        "print what it found.")
     p.add_argument("--raw", type=Path, default=PROJECT_ROOT / "data" / "sample",
                    help="raw directory (default: the bundled sample)")
     p.add_argument("--lake", type=Path, default=Path("data/lake"),
@@ -23,17 +25,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the nightly flow on the sample and summarise."""
+    from ckptwatch.attribution import load_default_model, stall_reports
+    from ckptwatch.cli.nightly import render_result
+    from ckptwatch.cli.stalls import render_stalls
     from ckptwatch.flows import load_flow_module
-    from ckptwatch.summary import lake_overview, render_ingest
+    from ckptwatch.query import connect
+    from ckptwatch.summary import lake_overview
 
-    print(f"ckptwatch demo: ingesting {args.raw} into {args.lake} through Prefect "
-          "(local ephemeral server; the first start takes ~15 s)…", flush=True)
-    report = load_flow_module("ingest").ingest_flow(args.raw, args.lake)
+    print(f"ckptwatch demo: the nightly flow on {args.raw} -> {args.lake} (local ephemeral "
+          "Prefect server; the first start takes ~15 s)…", flush=True)
+    result = load_flow_module("nightly").nightly_flow(args.raw, args.lake)
     print()
-    print(render_ingest(report))
+    print(render_result(result, args.raw, args.lake))
     print()
     print(lake_overview(args.lake))
     print()
-    print(f"Next: ckptwatch sql --lake {args.lake} \"select * from checkpoint_latency "
-          "order by barrier_s desc limit 5\"")
-    return 1 if report.count("failed") else 0
+    model = load_default_model()
+    print("stalls and their causes (top evidence line; `ckptwatch explain` for all of it)")
+    print(render_stalls(stall_reports(connect(args.lake), model=model), model is not None))
+    print()
+    print(f"Open the daily report: {result['report']}")
+    print(f"Next: ckptwatch postmortem --lake {args.lake} --job JOB  (the job's worst stall, "
+          "as a notebook exported to HTML)")
+    return 1 if result["failed"] else 0

@@ -64,19 +64,14 @@ def _reports(args: argparse.Namespace, job: str | None) -> tuple[list[dict[str, 
     return stall_reports(con, job, model, settings), model is not None
 
 
-def run_stalls(args: argparse.Namespace) -> int:
-    """Print the stalls."""
+def render_stalls(reports: list[dict[str, Any]], with_model: bool) -> str:
+    """The stalls as a text table, one line per stall with its top cause and evidence."""
     import polars as pl
 
     from ckptwatch.summary import render_table
 
-    reports, with_model = _reports(args, args.job)
-    if args.format == "json":
-        print(json.dumps(reports, indent=2, default=str))
-        return 0
     if not reports:
-        print("no stalls")
-        return 0
+        return "no stalls"
     rows = [{
         "job_id": r["job_id"], "step": r["step"], "tier": r["tier"],
         "barrier_s": round(r["barrier_s"], 1), "baseline_s": round(r["baseline_s"], 1),
@@ -84,10 +79,19 @@ def run_stalls(args: argparse.Namespace) -> int:
         "cause": r["cause"], "score": r["causes"][0]["score"],
         "evidence": (r["causes"][0]["evidence"] or [""])[0][:160],
     } for r in reports]
-    print(render_table(pl.DataFrame(rows)))
-    print(f"{len(reports)} stall(s); attribution: "
-          f"{'rules + model' if with_model else 'rules only (no model built)'}. "
-          f"Details: ckptwatch explain --lake {args.lake} --job JOB --step STEP")
+    return (render_table(pl.DataFrame(rows)) + f"\n{len(reports)} stall(s); attribution: "
+            f"{'rules + model' if with_model else 'rules only (no model built: make model)'}")
+
+
+def run_stalls(args: argparse.Namespace) -> int:
+    """Print the stalls."""
+    reports, with_model = _reports(args, args.job)
+    if args.format == "json":
+        print(json.dumps(reports, indent=2, default=str))
+        return 0
+    print(render_stalls(reports, with_model))
+    if reports:
+        print(f"Details: ckptwatch explain --lake {args.lake} --job JOB --step STEP")
     return 0
 
 

@@ -1,0 +1,91 @@
+"""`ckptwatch nightly RAW_DIR --lake LAKE`: the nightly flow once, now (ingest -> report)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from ckptwatch.config import default_lake
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date: {text!r} (use YYYY-MM-DD)") from None
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``nightly`` command."""
+    p = sub.add_parser(
+        "nightly", help="run the nightly flow now: ingest, stalls, alerts, daily report",
+        description="Run the nightly Prefect flow once (local ephemeral Prefect server; its "
+        "first start takes ~15 s): ingest new raw files from RAW_DIR, build the views, find "
+        "and attribute stalls, evaluate the timeout-headroom alerts and send them, and write "
+        "the daily report to LAKE/reports/<date>/report.html and report.json (copied to "
+        "LAKE/reports/latest/). Alerts also go to a JSON Lines file: [sinks] jsonl of the "
+        "config, else LAKE/reports/alerts.jsonl. Exit 0; 1 when a file could not be ingested "
+        "or an alert sink failed (the report is written all the same); 2 when the run could "
+        "not proceed.")
+    p.add_argument("raw_dir", type=Path, metavar="RAW_DIR", help="raw telemetry directory")
+    p.add_argument("--lake", type=Path, default=default_lake(),
+                   help="lake directory (default: %(default)s; env CKPTWATCH_LAKE)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="settings file (TOML; default: env CKPTWATCH_CONFIG, else built-in "
+                   "defaults); see examples/ckptwatch.toml")
+    p.add_argument("--no-send", dest="send", action="store_false",
+                   help="evaluate the alerts but send and record nothing (a dry run)")
+    p.add_argument("--date", type=_day, default=None, metavar="YYYY-MM-DD",
+                   help="the UTC day the report covers (default: the newest day with "
+                   "checkpoints in the lake)")
+    p.add_argument("--lock-wait", type=float, default=600.0, metavar="SECONDS",
+                   help="how long to wait for another run holding the lake lock "
+                   "(default: %(default)s)")
+    p.set_defaults(func=run)
+
+
+def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
+    """The run's summary for a person: what it read, found, sent, and where the report is."""
+    causes = ", ".join(f"{c} {n}" for c, n in sorted(result["stalls_by_cause"].items(),
+                                                     key=lambda cn: -cn[1]))
+    sent = "sent" if result["alerts_sent"] else "due (not sent: --no-send)"
+    lines = [
+        f"nightly {raw_dir} -> {lake}",
+        f"  ingest: {result['ingested']} file(s) ingested, {result['skipped']} already in the "
+        f"lake, {result['failed']} failed; {result['quarantined']} record(s) quarantined",
+        f"  stalls: {result['stalls']}" + (f" ({causes})" if causes else ""),
+        f"  alerts: {result['alerts']} {sent}"
+        + (f"; JSON Lines: {result['alerts_file']}" if result["alerts_file"] else ""),
+        f"  report: {result['report']}",
+        f"          {result['report_json']}  (latest: {result['latest']})",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the flow and print the summary and the report's path."""
+    from ckptwatch.flows import load_flow_module
+    from ckptwatch.report import AlertsUndeliveredError
+    from ckptwatch.settings import load_settings
+
+    load_settings(args.config)  # a bad config fails here, before Prefect starts
+    if not args.raw_dir.is_dir():
+        from ckptwatch.errors import RawDirError
+
+        raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a directory")
+    print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (local ephemeral "
+          "Prefect server; the first start takes ~15 s)…", file=sys.stderr, flush=True)
+    module = load_flow_module("nightly")
+    try:
+        result = module.nightly_flow(args.raw_dir, args.lake, config=args.config,
+                                     send=args.send, report_date=args.date,
+                                     lock_wait_s=args.lock_wait)
+    except AlertsUndeliveredError as exc:
+        print(render_result(exc.result, args.raw_dir, args.lake))
+        print(f"ckptwatch nightly: {exc}", file=sys.stderr)
+        return 1
+    print(render_result(result, args.raw_dir, args.lake))
+    return 1 if result["failed"] else 0
