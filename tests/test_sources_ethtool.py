@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.in_place import IN_PLACE, IN_PLACE_REASON
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import ToolContext
@@ -19,7 +20,7 @@ from ckptwatch.sources.ethtool import (
 )
 
 ETH = Path(__file__).parent / "fixtures" / "real" / "ethtool"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "ethtool"
+SHARED = IN_PLACE / "ethtool"
 TS = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 FILES = sorted(ETH.rglob("*.txt"))
 
@@ -88,7 +89,7 @@ def test_e1000e_interface_from_comment_and_odd_names() -> None:
 
 
 # The bpf-list mlx5 post has no stated licence: checked in place, never copied.
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/fixtures/real not present")
+@pytest.mark.skipif(not SHARED.exists(), reason=IN_PLACE_REASON)
 def test_mailing_list_mlx5_pause_counters_checked_in_place() -> None:
     path = SHARED / "mailing_list/mlx5_ethtool-S_bpf-list_2024-06-19_kernel-5.15_nonzero-only.txt"
     c = counters(path.read_text())

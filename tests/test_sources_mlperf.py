@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.in_place import IN_PLACE, IN_PLACE_REASON
 
 from ckptwatch.errors import RecordError
 from ckptwatch.schema import CHECKPOINT_WRITES, PROVENANCE
@@ -21,7 +22,7 @@ from ckptwatch.sources.mlperf import (
 
 DLIO_TESTS = (Path(__file__).parent / "fixtures" / "real" / "checkpoint_timing"
               / "dlio_benchmark_tests")
-NEBIUS = (Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "checkpoint_timing"
+NEBIUS = (IN_PLACE / "checkpoint_timing"
           / "mlperf_storage_v3.0_nebius_llama3-70b_64rank")
 COLUMNS = {f.name for f in CHECKPOINT_WRITES.schema} - {f.name for f in PROVENANCE}
 
@@ -110,7 +111,7 @@ def test_file_names_and_detection() -> None:
 
 
 # MLPerf Storage v3.0 results (licence not determined): checked in place, never copied.
-@pytest.mark.skipif(not NEBIUS.exists(), reason="../shared/fixtures/real not present")
+@pytest.mark.skipif(not NEBIUS.exists(), reason=IN_PLACE_REASON)
 def test_mlperf_storage_nebius_ranks_checked_in_place() -> None:
     n_ranks = n_ranks_from_summary(json.loads((NEBIUS / "summary.json").read_text()))
     assert n_ranks == 64

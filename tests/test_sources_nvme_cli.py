@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.in_place import IN_PLACE, IN_PLACE_REASON
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import ToolContext
@@ -22,7 +23,7 @@ from ckptwatch.sources.nvme_cli import (
 
 VENDOR = Path(__file__).parent / "fixtures" / "real" / "nvme_cli_vendor_logs"
 CACHELIB = VENDOR / "cachelib_nandwrites"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+SHARED = IN_PLACE
 TS = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 VENDOR_TEXTS = sorted(p for p in VENDOR.rglob("*.txt")
                       if "Seagate" not in p.name and not p.name.endswith("OutputErr.txt"))
@@ -239,7 +240,7 @@ def test_truncated_ocp_file_quarantined_through_ingest() -> None:
 
 
 # GPL-3.0 nvme-cli JSON samples (netdata): checked in place, never copied.
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/fixtures/real not present")
+@pytest.mark.skipif(not SHARED.exists(), reason=IN_PLACE_REASON)
 def test_netdata_smart_log_samples_checked_in_place() -> None:
     root = SHARED / "nvme_cli_json" / "netdata"
     v211 = json.loads((root / "v2.11_nvme-smart-log.json").read_text())

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.in_place import IN_PLACE, IN_PLACE_REASON
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import ToolContext
@@ -22,7 +23,7 @@ from ckptwatch.sources.smartctl import (
 )
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "smartctl_json_nvme"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "smartctl_json_nvme"
+SHARED = IN_PLACE / "smartctl_json_nvme"
 TS = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 NOT_HEALTH_REPORTS = {"smartctl_scan_nvme.json", "smartctl_info_nvme.json"}
 NVME_FILES = sorted(p for p in REAL.rglob("*.json")
@@ -208,7 +209,7 @@ def test_envelope_line_is_quarantined_with_the_parser_reason() -> None:
 
 
 # GPL-3.0 samples (netdata, nasty): checked here when ../shared exists, never copied.
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/fixtures/real not present")
+@pytest.mark.skipif(not SHARED.exists(), reason=IN_PLACE_REASON)
 def test_gpl_samples_checked_in_place() -> None:
     kingston = metrics(load("nasty/nvme_kingston_snv3s.json", SHARED))
     assert "temperature_sensor1_c" not in kingston  # smartctl printed null for sensor 1
