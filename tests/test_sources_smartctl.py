@@ -208,7 +208,7 @@ def test_envelope_line_is_quarantined_with_the_parser_reason() -> None:
             "argv: smartctl --info --json /dev/nvme4)")]
 
 
-# GPL-3.0 samples (netdata, nasty): checked here when ../shared exists, never copied.
+# GPL-3.0 samples (netdata, nasty): never copied; checked in place by hand (tests/in_place.py).
 @pytest.mark.skipif(not SHARED.exists(), reason=IN_PLACE_REASON)
 def test_gpl_samples_checked_in_place() -> None:
     kingston = metrics(load("nasty/nvme_kingston_snv3s.json", SHARED))
