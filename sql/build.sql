@@ -20,6 +20,7 @@
 .read sql/staging/stg_pool_metrics.sql
 .read sql/staging/stg_counter_deltas.sql
 .read sql/intermediate/int_checkpoint_hosts.sql
+.read sql/intermediate/int_lake_table_rows.sql
 .read sql/intermediate/int_node_leaves.sql
 .read sql/intermediate/int_signal_catalog.sql
 .read sql/intermediate/int_signal_samples.sql

@@ -309,15 +309,7 @@ def plan_verdict(lake_root: Path | str, job_id: str) -> dict[str, Any]:
 
 def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
           ingest: IngestReport | None) -> dict[str, Any]:
-    counts = run_sql(con, """
-        select 'checkpoint_writes' as "table", count(*) as n from checkpoint_writes
-        union all select 'jobs', count(*) from jobs
-        union all select 'nvme_smart', count(*) from nvme_smart
-        union all select 'fabric_counters', count(*) from fabric_counters
-        union all select 'pool_metrics', count(*) from pool_metrics
-        union all select 'topology', count(*) from topology
-        union all select 'quarantine', count(*) from quarantine
-    """)
+    counts = run_sql(con, 'select table_name as "table", n_rows as n from int_lake_table_rows')
     by_file = run_sql(con, """
         select source_file, count(*) as n, any_value(reason order by line) as example_reason,
         from stg_quarantine group by source_file order by n desc, source_file limit 10

@@ -61,15 +61,7 @@ def render_ingest(report: IngestReport, *, max_notes: int = 10) -> str:
 def lake_overview(lake: Path) -> str:
     """Row counts per table and p50/p99 of the checkpoints per job."""
     con = connect(lake)
-    counts = run_sql(con, """
-        select 'checkpoint_writes' as "table", count(*) as rows from checkpoint_writes
-        union all select 'jobs', count(*) from jobs
-        union all select 'nvme_smart', count(*) from nvme_smart
-        union all select 'fabric_counters', count(*) from fabric_counters
-        union all select 'pool_metrics', count(*) from pool_metrics
-        union all select 'topology', count(*) from topology
-        union all select 'quarantine', count(*) from quarantine
-    """)
+    counts = run_sql(con, 'select table_name as "table", n_rows as rows from int_lake_table_rows')
     jobs = run_sql(con, """
         select job_id, tier, n_checkpoints,
                round(rank_p50_s, 1) as rank_p50_s,
