@@ -93,8 +93,7 @@ def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
     found) is a reject too, saying so. Only an unreadable file is an ``error``.
     """
     if raw.kind == "refused":  # never read: one quarantined record saying why
-        key = hashlib.sha256(b"refused\0" + raw.rel.encode("utf-8", "surrogatepass") + b"\0"
-                             + (raw.reason or "").encode("utf-8", "surrogatepass")).hexdigest()
+        key = _refused_key(raw)
         if known is not None and key in known:
             return ParsedFile(raw, key, 0, Parsed(), already=True)
         return ParsedFile(raw, key, 0, Parsed(rejects=[Reject(raw.reason or "not read", None)]))
@@ -119,6 +118,32 @@ def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
             "whole file is quarantined; please report it as a ckptwatch bug", None,
             _clip(data), raw.table)])
     return ParsedFile(raw, key, len(data), parsed)
+
+
+def _refused_key(raw: RawFile) -> str:
+    return hashlib.sha256(b"refused\0" + raw.rel.encode("utf-8", "surrogatepass") + b"\0"
+                          + (raw.reason or "").encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def content_key(raw: RawFile) -> str | None:
+    """The key ``parse_file`` gives ``raw``, without parsing it (None: cannot be read now).
+
+    A parallel run (the Dask ingest flow) uses it to skip, before any work is handed out, the
+    files already in the lake and the second copy of content seen earlier in the run, exactly
+    as the sequential run skips them.
+    """
+    if raw.kind == "refused":
+        return _refused_key(raw)
+    try:
+        data = _sysfs_tree_bytes(raw) if raw.kind == "sysfs_tree" else read_bytes(raw.path)
+    except CorruptInputError:
+        try:
+            data = raw.path.read_bytes()
+        except OSError:
+            return None
+    except (OSError, EOFError, ValueError):
+        return None
+    return file_key(data, raw)
 
 
 def _corrupt(raw: RawFile, exc: CorruptInputError, known: set[str] | None) -> ParsedFile:

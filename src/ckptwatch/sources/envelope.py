@@ -9,7 +9,9 @@ format is recognised from the content. A file that is a tool's raw output on its
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -85,10 +87,39 @@ def _from_epoch(seconds: float, value: Any) -> datetime:
         raise ValueError(f"implausible timestamp {_short_repr(value)}") from None
 
 
+_LOADED = False
+
+
+def _load_formats() -> None:
+    """``load_all`` once per process (it walks the package on every call: a hot-path cost)."""
+    global _LOADED
+    if not _LOADED:
+        load_all()
+        _LOADED = True
+
+
+@functools.cache
 def _row_schema(table: str) -> dict[str, pl.DataType]:
     empty = pl.from_arrow(TABLES[table].schema.empty_table())
     assert isinstance(empty, pl.DataFrame)
     return {k: v for k, v in empty.schema.items() if k not in PROVENANCE_NAMES}
+
+
+def _typed_frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Row dicts as a frame of ``schema`` (plus ``__line``). Columns are built without a
+    Python call per cell; only when Arrow refuses a column's text (lone surrogates) is that
+    frame rebuilt with every string made storable (``safe_text``), which leaves valid text as
+    it is: the rows are the same either way."""
+    lines = pl.Series("__line", list(map(operator.methodcaller("get", "__line"), rows)),
+                      dtype=pl.Int64)
+    try:  # map + methodcaller: no Python frame per cell
+        columns: dict[str, list[Any]] = {
+            k: list(map(operator.methodcaller("get", k), rows)) for k in schema}
+        df = pl.DataFrame(columns, schema=schema, strict=False)
+    except INPUT_ERRORS:  # UnicodeEncodeError (a ValueError) above all
+        columns = {k: [_storable(r.get(k)) for r in rows] for k in schema}
+        df = pl.DataFrame(columns, schema=schema, strict=False)
+    return df.with_columns(lines)
 
 
 def _storable(value: Any) -> Any:
@@ -108,9 +139,7 @@ def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None
         if not rows:
             continue
         schema = _row_schema(table)
-        columns: dict[str, list[Any]] = {k: [_storable(r.get(k)) for r in rows] for k in schema}
-        df = pl.DataFrame(columns, schema=schema, strict=False).with_columns(
-            pl.Series("__line", [r.get("__line") for r in rows], dtype=pl.Int64))
+        df = _typed_frame(rows, schema)
         required = [f.name for f in TABLES[table].schema
                     if not f.nullable and f.name in schema]
         floats = [c for c, t in schema.items() if t == pl.Float64]
@@ -146,12 +175,14 @@ def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None
 def _accumulate(into: dict[str, list[dict[str, Any]]],
                 result: dict[str, list[dict[str, Any]]], line: int | None) -> None:
     for table, rows in result.items():
-        into.setdefault(table, []).extend({**r, "__line": line} for r in rows)
+        for r in rows:  # the parser's own fresh dicts: marked in place, not copied
+            r["__line"] = line
+        into.setdefault(table, []).extend(rows)
 
 
 def parse_tool_output(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """Run the registered parser for ``ctx.source`` over one raw output."""
-    load_all()
+    _load_formats()
     fmt = TOOL_FORMATS.get(ctx.source)
     if fmt is None:
         known = ", ".join(sorted(TOOL_FORMATS)) or "none"
@@ -177,7 +208,7 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     Keys other than the envelope's own (``ENVELOPE_KEYS``) are not read; they are listed in a
     note on the file, never fatal.
     """
-    load_all()
+    _load_formats()
     out = Parsed()
     rows: dict[str, list[dict[str, Any]]] = {}
     extra: dict[str, int] = {}
@@ -276,7 +307,7 @@ def device_from_name(name: str) -> str | None:
 def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
                    device: str | None = None) -> Parsed:
     """A bare tool output (JSON object or text) for one node; the whole file is one record."""
-    load_all()
+    _load_formats()
     out = Parsed()
     text = data.decode("utf-8", errors="replace")
     output: Any = text

@@ -1,0 +1,305 @@
+"""Benchmark of a cluster-day through every stage, each against a reference in the same run.
+
+For each stage it prints rows, seconds, rows/s and the stage's peak RSS (each stage runs in a
+fresh subprocess, which reports its own ``ru_maxrss`` and its children's), plus a reference
+measured on the same data in the same run and the ratio ours/reference:
+
+- ingest, per source format (hard-linked into its own raw directory, into a fresh lake):
+  reference = bare polars reading the same files to the canonical long frame and writing zstd
+  Parquet (``pl.read_csv``/``pl.read_ndjson``; envelope text split into name/value by regex);
+- view build (``connect``), no reference;
+- latency mart ``checkpoint_latency`` vs a hand-written DuckDB query of the same columns
+  (``bench_marts.REFERENCE_SAME_COLUMNS``); counter deltas vs a bare ``lag()`` query;
+- attribution (``stall_reports(connect(lake))``; target < 30 s), alerts (``run_alerts``, dry
+  run), and the whole nightly flow (``pipelines/nightly.py``, fresh lake, no sending).
+
+Results go to stdout as a table and to ``bench/out/results.json``.
+
+Run:  .venv/bin/python bench/generate_day.py            # once: bench/out/raw-512n-24h
+      .venv/bin/python bench/run.py [--raw DIR] [--skip nightly,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+OUT = BENCH / "out"
+ROOT = BENCH.parent
+#: Per-format raw subsets: (stage name, glob patterns relative to the raw dir).
+FORMATS = {
+    "ingest checkpoints csv": ["checkpoints/*.csv"],
+    "ingest checkpoints jsonl": ["checkpoints/*.jsonl"],
+    "ingest pool csv": ["pool/*.csv"],
+    "ingest smart envelopes": ["smart/**/*.jsonl"],
+    "ingest fabric envelopes": ["fabric/**/*.jsonl"],
+    "ingest jobs+topology": ["jobs/*", "topology.csv"],
+}
+
+
+# -- child side: one stage, prints {"rows": n, "ref_rows": m, "seconds": s, "ref_seconds": r}
+def _peak_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024.0
+
+
+def _subset(raw: Path, patterns: list[str], dest: Path) -> list[Path]:
+    """Hard links of the matching files under ``dest`` (same relative paths)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    files = sorted({p for pat in patterns for p in raw.glob(pat) if p.is_file()})
+    for p in files:
+        target = dest / p.relative_to(raw)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(p, target)
+    return [dest / p.relative_to(raw) for p in files]
+
+
+def stage_ingest(raw: Path, lake: Path, fresh: bool = True) -> dict[str, Any]:
+    from ckptwatch.ingest import ingest
+
+    if fresh:
+        shutil.rmtree(lake, ignore_errors=True)
+    t0 = time.perf_counter()
+    report = ingest(raw, lake)
+    return {"rows": sum(report.rows.values()), "seconds": time.perf_counter() - t0,
+            "quarantined": report.quarantined}
+
+
+_TEXT_COUNTER = r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*:[\s.]*(-?\d+)\s*$"
+
+
+def stage_reference_ingest(files: list[Path], out: Path) -> dict[str, Any]:
+    """Bare polars: each file to its long canonical frame, written as zstd Parquet."""
+    import polars as pl
+
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    t0 = time.perf_counter()
+    rows = 0
+    for i, f in enumerate(files):
+        if f.suffix == ".csv":
+            df = pl.read_csv(f, try_parse_dates=True)
+        elif "fabric" in f.parts or "smart" in f.parts:
+            env = pl.read_ndjson(f, infer_schema_length=None)
+            ts = pl.col("collected_at").str.to_datetime(strict=False)
+            if env.schema["output"] == pl.String:  # tool text: one row per "name: value" line
+                df = (env.select("node", "device", ts,
+                                 "source", pl.col("output").str.split("\n").alias("line"))
+                      .explode("line")
+                      .with_columns(pl.col("line").str.extract_groups(_TEXT_COUNTER)
+                                    .struct.rename_fields(["counter", "value"]).alias("kv"))
+                      .unnest("kv").drop("line").drop_nulls("value")
+                      .with_columns(pl.col("value").cast(pl.Float64)))
+            else:  # tool JSON: numeric leaves one level down, long
+                flat = env.select("node", "device", ts,
+                                  "source", pl.col("output").struct.unnest().name.prefix("output."))
+                nested = [c for c, t in flat.schema.items() if isinstance(t, pl.Struct)]
+                if nested:
+                    flat = flat.unnest(nested, separator=".")
+                num = [c for c, t in flat.schema.items() if t.is_numeric()]
+                df = flat.unpivot(num, index=["node", "device", "collected_at", "source"],
+                                  variable_name="metric").with_columns(
+                    pl.col("value").cast(pl.Float64))
+        else:
+            df = pl.read_ndjson(f, infer_schema_length=None)
+        df.write_parquet(out / f"part-{i}.parquet", compression="zstd")
+        rows += df.height
+    return {"rows": rows, "seconds": time.perf_counter() - t0}
+
+
+def stage_views(lake: Path) -> dict[str, Any]:
+    from ckptwatch.query import connect
+
+    t0 = time.perf_counter()
+    con = connect(lake)
+    n = con.execute("select count(*) from duckdb_views() where not internal").fetchone()
+    seconds = time.perf_counter() - t0
+    con.close()
+    return {"rows": int(n[0]) if n else 0, "seconds": seconds, "unit": "views"}
+
+
+def _best(con: Any, sql: str, params: Any, repeat: int = 2) -> tuple[float, int]:
+    best, n = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        n = len(con.execute(sql, params).fetchall())
+        best = min(best, time.perf_counter() - t0)
+    return best, n
+
+
+def stage_marts(lake: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(BENCH))
+    from bench_marts import REFERENCE_SAME_COLUMNS
+
+    from ckptwatch.lake import Lake
+    from ckptwatch.query import connect
+
+    con = connect(lake)
+    params = {"ckpt_glob": Lake(lake).glob("checkpoint_writes")}
+    n_in = con.execute("select count(*) from read_parquet($ckpt_glob)", params).fetchone()
+    t_ref, n_ref = _best(con, REFERENCE_SAME_COLUMNS, params)
+    t_ours, n_ours = _best(con, "select * from checkpoint_latency", None)
+    return {"rows": int(n_in[0]) if n_in else 0, "seconds": t_ours, "ref_seconds": t_ref,
+            "rows_out": n_ours, "ref_rows_out": n_ref}
+
+
+def stage_counters(lake: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(BENCH))
+    from bench_marts import REFERENCE_LAG
+
+    from ckptwatch.lake import Lake
+    from ckptwatch.query import connect
+
+    con = connect(lake)
+    params = {"fabric_glob": Lake(lake).glob("fabric_counters")}
+    n_in = con.execute("select count(*) from read_parquet($fabric_glob)", params).fetchone()
+    t_ref, _ = _best(con, REFERENCE_LAG, params, 1)
+    t_ours, _ = _best(con, "select count(*), sum(delta), sum(rate_per_s) from stg_counter_deltas "
+                      "where source_table = 'fabric_counters'", None, 1)
+    return {"rows": int(n_in[0]) if n_in else 0, "seconds": t_ours, "ref_seconds": t_ref}
+
+
+def stage_attribution(lake: Path) -> dict[str, Any]:
+    from ckptwatch.attribution import stall_reports
+    from ckptwatch.query import connect
+
+    t0 = time.perf_counter()
+    con = connect(lake)
+    reports = stall_reports(con)
+    return {"rows": len(reports), "seconds": time.perf_counter() - t0, "unit": "stalls"}
+
+
+def stage_alerts(lake: Path) -> dict[str, Any]:
+    from ckptwatch.alerts import run_alerts
+    from ckptwatch.settings import load_settings
+
+    t0 = time.perf_counter()
+    run = run_alerts(lake, load_settings(None), send=False, sinks=[])
+    return {"rows": len(run.alerts), "seconds": time.perf_counter() - t0, "unit": "alerts"}
+
+
+def stage_nightly(raw: Path, lake: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    from pipelines.nightly import nightly_flow
+
+    shutil.rmtree(lake, ignore_errors=True)
+    t0 = time.perf_counter()
+    out = nightly_flow(raw, lake, send=False)
+    return {"rows": int(out.get("ingested", 0)), "seconds": time.perf_counter() - t0,
+            "unit": "files"}
+
+
+def child(argv: list[str]) -> None:
+    name, args = argv[0], [Path(a) for a in argv[1:]]
+    if name in ("ingest", "ingest-into"):
+        res = stage_ingest(args[0], args[1], fresh=name == "ingest")
+    elif name == "ref-ingest":
+        files = sorted(p for p in args[0].rglob("*") if p.is_file())
+        res = stage_reference_ingest(files, args[1])
+    else:
+        res = {"views": stage_views, "marts": stage_marts, "counters": stage_counters,
+               "attribution": stage_attribution, "alerts": stage_alerts}[name](args[0]) \
+            if name != "nightly" else stage_nightly(args[0], args[1])
+    res["rss_mb"] = _peak_mb()
+    print("RESULT " + json.dumps(res))
+
+
+# -- parent side ----------------------------------------------------------------------------
+def run_child(*args: str | Path) -> dict[str, Any]:
+    env = {**os.environ, "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_HOME": str(OUT / ".prefect")}
+    proc = subprocess.run([sys.executable, __file__, "--child", *map(str, args)],
+                          capture_output=True, text=True, env=env, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[7:]))
+    return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--raw", type=Path, default=OUT / "raw-512n-24h",
+                    help="raw cluster-day (bench/generate_day.py writes it)")
+    ap.add_argument("--skip", default="", help="comma-separated stage groups to skip: "
+                    "marts,attribution,alerts,nightly")
+    args = ap.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    if not args.raw.is_dir():
+        print(f"no raw day at {args.raw}: run bench/generate_day.py first", file=sys.stderr)
+        return 2
+    work = OUT / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+
+    def record(stage: str, res: dict[str, Any], ref: dict[str, Any] | None = None) -> None:
+        row = {"stage": stage, **res}
+        if ref is not None:
+            row["ref_seconds"] = ref.get("seconds")
+            row["ref_rss_mb"] = ref.get("rss_mb")
+            row["ref_rows"] = ref.get("rows")
+        if row.get("ref_seconds"):
+            row["ratio"] = row["seconds"] / row["ref_seconds"]
+        results.append(row)
+        print(_line(row), flush=True)
+
+    print(_header(), flush=True)
+    lake = work / "lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    total: dict[str, Any] = {"rows": 0, "seconds": 0.0, "rss_mb": 0.0, "ref_seconds": 0.0}
+    for stage, patterns in FORMATS.items():  # one format after the other into one lake
+        sub = work / stage.replace(" ", "-").replace("+", "-")
+        _subset(args.raw, patterns, sub)
+        ours = run_child("ingest-into", sub, lake)
+        ref = run_child("ref-ingest", sub, work / "ref-out")
+        record(stage, ours, ref)
+        total["rows"] += ours.get("rows", 0)
+        total["seconds"] += ours.get("seconds", 0.0)
+        total["ref_seconds"] += ref.get("seconds", 0.0)
+        total["rss_mb"] = max(total["rss_mb"], ours.get("rss_mb", 0.0))
+    record("ingest whole day (sum)", total)
+    record("view build", run_child("views", lake))
+    if "marts" not in skip:
+        record("mart checkpoint_latency", run_child("marts", lake))
+        record("stg_counter_deltas", run_child("counters", lake))
+    if "attribution" not in skip:
+        record("attribution (stall_reports)", run_child("attribution", lake))
+    if "alerts" not in skip:
+        record("alerts (run_alerts)", run_child("alerts", lake))
+    if "nightly" not in skip:
+        record("nightly flow (whole)", run_child("nightly", args.raw, work / "lake-nightly"))
+    (OUT / "results.json").write_text(json.dumps(
+        {"raw": str(args.raw), "cpus": os.cpu_count(), "results": results}, indent=1) + "\n")
+    print(f"wrote {OUT / 'results.json'}")
+    return 0
+
+
+def _header() -> str:
+    return (f"{'stage':30} {'rows':>12} {'s':>8} {'rows/s':>11} {'RSS MB':>7} "
+            f"{'ref s':>8} {'ratio':>6}")
+
+
+def _line(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"{r['stage']:30} FAILED: {r['error']}"
+    rate = r["rows"] / r["seconds"] if r.get("seconds") else 0.0
+    ref = f"{r['ref_seconds']:8.2f}" if r.get("ref_seconds") else f"{'-':>8}"
+    ratio = f"{r['ratio']:6.2f}" if r.get("ratio") else f"{'-':>6}"
+    return (f"{r['stage']:30} {r['rows']:>12,} {r['seconds']:8.2f} {rate:11,.0f} "
+            f"{r['rss_mb']:7.0f} {ref} {ratio}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+        raise SystemExit(0)
+    raise SystemExit(main())
