@@ -77,20 +77,58 @@ baselines as (
     group by host, family, signal_group, device, port, signal
 ),
 
-in_window as (
+-- Windows meet samples through 5-minute buckets (a join on host alone would pair every stall
+-- with every sample of its hosts); each (stall, sample) pair meets once, in its first shared
+-- bucket, and then must overlap in time: the sample's interval (prev_ts, ts] against the
+-- checkpoint's window.
+stall_buckets as (
     select
         stalls.job_id,
         stalls.step,
-        series_samples.*,
+        stalls.start_ts,
+        stalls.end_ts,
+        host_roles.host,
+        epoch(stalls.start_ts)::bigint // 300 as first_bucket,
+        unnest(range(
+            epoch(stalls.start_ts)::bigint // 300, epoch(stalls.end_ts)::bigint // 300 + 1
+        )) as bucket,
     from stalls
     inner join host_roles using (job_id, step)
-    inner join series_samples on series_samples.host = host_roles.host
+),
+
+sample_buckets as (
+    select
+        series_samples.*,
+        epoch(coalesce(series_samples.prev_ts, series_samples.ts))::bigint // 300
+            as sample_first_bucket,
+        unnest(range(
+            epoch(coalesce(series_samples.prev_ts, series_samples.ts))::bigint // 300,
+            epoch(series_samples.ts)::bigint // 300 + 1
+        )) as bucket,
+    from series_samples
+),
+
+in_window as (
+    select
+        stall_buckets.job_id,
+        stall_buckets.step,
+        sample_buckets.* exclude (bucket, sample_first_bucket),
+    from stall_buckets
+    inner join sample_buckets
+        on sample_buckets.host = stall_buckets.host
+        and sample_buckets.bucket = stall_buckets.bucket
     where
-        series_samples.ts >= stalls.start_ts
-        and coalesce(series_samples.prev_ts, series_samples.ts) < stalls.end_ts
-        or (
-            series_samples.prev_ts < stalls.end_ts
-            and series_samples.ts >= stalls.end_ts
+        stall_buckets.bucket
+        = greatest(stall_buckets.first_bucket, sample_buckets.sample_first_bucket)
+        and (
+            (
+                sample_buckets.ts >= stall_buckets.start_ts
+                and coalesce(sample_buckets.prev_ts, sample_buckets.ts) < stall_buckets.end_ts
+            )
+            or (
+                sample_buckets.prev_ts < stall_buckets.end_ts
+                and sample_buckets.ts >= stall_buckets.end_ts
+            )
         )
 ),
 
