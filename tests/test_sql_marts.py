@@ -11,41 +11,22 @@ import re
 import shutil
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
+from tests.sql_seed import INGESTED, at, seed
 
 from ckptwatch.config import PROJECT_ROOT, sql_dir
 from ckptwatch.lake import Lake
 from ckptwatch.query import connect, run_sql, view_files
-from ckptwatch.schema import TABLES
 
-T0 = datetime(2026, 11, 28, tzinfo=UTC)
-INGESTED = datetime(2026, 11, 29, tzinfo=UTC)
 SAMPLE = PROJECT_ROOT / "data" / "sample"
 MARTS = sorted(p.name.removesuffix(".contract.yml")
                for p in (sql_dir() / "marts").glob("*.contract.yml"))
 
-
-def at(seconds: float) -> datetime:
-    """T0 + seconds."""
-    return T0 + timedelta(seconds=seconds)
-
-
-def seed(root: Path, table: str, rows: list[dict[str, Any]], part: str = "x") -> None:
-    """Write literal rows as one lake part of ``table`` (missing optional columns are null)."""
-    schema = TABLES[table].schema
-    defaults = {"source_file": f"seed/{part}", "ingested_ts": INGESTED}
-    filled = [{**defaults, **row} for row in rows]
-    arrow = pa.table({f.name: [r.get(f.name) for r in filled] for f in schema}, schema=schema)
-    path = root / table / f"date={T0:%Y-%m-%d}" / f"part-{part}.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(arrow, path)
 
 
 def write(job: str, step: int, rank: int, duration: float, *, start: float = 0.0,

@@ -7,40 +7,23 @@ the views with ``ckptwatch.query.connect`` and checks one view's rows exactly.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.sql_seed import INGESTED, at, seed
 
 from ckptwatch.lake import Lake
 from ckptwatch.query import connect, run_sql
 from ckptwatch.schema import TABLES
 
-T0 = datetime(2026, 11, 28, tzinfo=UTC)
-INGESTED = datetime(2026, 11, 29, tzinfo=UTC)
 IB32_MAX = 4_294_967_295.0
 
-
-def at(seconds: float) -> datetime:
-    """T0 + seconds."""
-    return T0 + timedelta(seconds=seconds)
-
-
-def seed(root: Path, table: str, rows: list[dict[str, Any]], part: str = "x") -> None:
-    """Write literal rows as one lake part of ``table`` (missing optional columns are null)."""
-    schema = TABLES[table].schema
-    defaults = {"source_file": f"seed/{part}", "ingested_ts": INGESTED}
-    filled = [{**defaults, **row} for row in rows]
-    arrow = pa.table({f.name: [r.get(f.name) for r in filled] for f in schema}, schema=schema)
-    path = root / table / f"date={T0:%Y-%m-%d}" / f"part-{part}.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(arrow, path)
 
 
 def fabric(ts: float, value: float, counter: str = "rx_prio3_pause", node: str = "n0",

@@ -1,0 +1,31 @@
+"""Literal rows straight into a lake, for the SQL unit tests (seed 2-5 rows, run a view)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ckptwatch.schema import TABLES
+
+T0 = datetime(2026, 11, 28, tzinfo=UTC)
+INGESTED = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    """T0 + seconds."""
+    return T0 + timedelta(seconds=seconds)
+
+
+def seed(root: Path, table: str, rows: list[dict[str, Any]], part: str = "x") -> None:
+    """Write literal rows as one lake part of ``table`` (missing optional columns are null)."""
+    schema = TABLES[table].schema
+    defaults = {"source_file": f"seed/{part}", "ingested_ts": INGESTED}
+    filled = [{**defaults, **row} for row in rows]
+    arrow = pa.table({f.name: [r.get(f.name) for r in filled] for f in schema}, schema=schema)
+    path = root / table / f"date={T0:%Y-%m-%d}" / f"part-{part}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(arrow, path)
