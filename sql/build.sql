@@ -18,6 +18,7 @@
 .read sql/staging/stg_topology.sql
 .read sql/staging/stg_nvme_smart.sql
 .read sql/staging/stg_pool_metrics.sql
+.read sql/staging/stg_metric_samples.sql
 .read sql/staging/stg_counter_deltas.sql
 .read sql/intermediate/int_checkpoint_hosts.sql
 .read sql/intermediate/int_lake_table_rows.sql

@@ -16,37 +16,21 @@ counter_deltas as (
     select * from stg_counter_deltas
 ),
 
-smart as (
-    select * from stg_nvme_smart
-),
-
-pool as (
-    select * from stg_pool_metrics
+metric_samples as (
+    select * from stg_metric_samples
 ),
 
 gauges as (
     select
-        'nvme_smart' as source_table,
-        node as host,
+        source_table,
+        host,
         device,
-        cast(null as varchar) as port,
-        cast(null as varchar) as pool,
-        metric as signal,
-        ts,
-        value,
-    from smart
-    where kind = 'gauge'
-    union all
-    select
-        'pool_metrics' as source_table,
-        target as host,
-        cast(null as varchar) as device,
-        cast(null as varchar) as port,
+        port,
         pool,
         metric as signal,
         ts,
         value,
-    from pool
+    from metric_samples
     where kind = 'gauge'
 ),
 

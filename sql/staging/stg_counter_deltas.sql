@@ -31,12 +31,8 @@ fabric as (
     select * from stg_fabric_counters
 ),
 
-smart as (
-    select * from stg_nvme_smart
-),
-
-pool as (
-    select * from stg_pool_metrics
+metric_samples as (
+    select * from stg_metric_samples
 ),
 
 metric_names as (
@@ -56,27 +52,15 @@ samples as (
     from fabric
     union all
     select
-        'nvme_smart' as source_table,
-        node as host,
+        source_table,
+        host,
         device,
-        cast(null as varchar) as port,
-        cast(null as varchar) as pool,
-        metric as counter,
-        ts,
-        value,
-    from smart
-    where kind = 'counter'
-    union all
-    select
-        'pool_metrics' as source_table,
-        target as host,
-        cast(null as varchar) as device,
-        cast(null as varchar) as port,
+        port,
         pool,
         metric as counter,
         ts,
         value,
-    from pool
+    from metric_samples
     where kind = 'counter'
 ),
 

@@ -1,0 +1,40 @@
+-- stg_metric_samples: SMART and pool readings in one long form with their kind, the shape the
+-- counter deltas (stg_counter_deltas) and the attribution signals (int_signal_samples) read.
+-- host = node for SMART, = target for pool telemetry; device / pool null where they do not apply.
+create or replace view stg_metric_samples as
+with
+smart as (
+    select * from stg_nvme_smart
+),
+
+pool as (
+    select * from stg_pool_metrics
+),
+
+final as (
+    select
+        'nvme_smart' as source_table,
+        node as host,
+        device,
+        cast(null as varchar) as port,
+        cast(null as varchar) as pool,
+        metric,
+        kind,
+        ts,
+        value,
+    from smart
+    union all
+    select
+        'pool_metrics' as source_table,
+        target as host,
+        cast(null as varchar) as device,
+        cast(null as varchar) as port,
+        pool,
+        metric,
+        kind,
+        ts,
+        value,
+    from pool
+)
+
+select * from final;
