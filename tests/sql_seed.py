@@ -6,9 +6,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ckptwatch.lake import Lake
+from ckptwatch.query import connect, run_sql
 from ckptwatch.schema import TABLES
 
 T0 = datetime(2026, 11, 28, tzinfo=UTC)
@@ -29,3 +32,18 @@ def seed(root: Path, table: str, rows: list[dict[str, Any]], part: str = "x") ->
     path = root / table / f"date={T0:%Y-%m-%d}" / f"part-{part}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(arrow, path)
+
+
+def fabric_deltas(lake_root: Path, rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Parsed fabric rows -> the ``stg_counter_deltas`` view (the one implementation)."""
+    Lake(lake_root).init()
+    con = connect(lake_root)
+    try:
+        con.execute("drop view fabric_counters").fetchall()
+        provenance = {"source_file": "test", "ingested_ts": INGESTED}
+        con.register("fabric_counters", pa.Table.from_pylist(
+            [{**row, **provenance} for row in rows], schema=TABLES["fabric_counters"].schema))
+        return run_sql(con, "select * from stg_counter_deltas order by host, device, port, "
+                            "counter, ts")
+    finally:
+        con.close()

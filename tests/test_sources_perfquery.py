@@ -7,13 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 import pytest
+from tests.sql_seed import fabric_deltas
 
 from ckptwatch.errors import RecordError
-from ckptwatch.lake import Lake
-from ckptwatch.query import connect, run_sql
-from ckptwatch.schema import TABLES
 from ckptwatch.sources.base import ToolContext
 from ckptwatch.sources.perfquery import counter_name, detect, parse_perfquery, render_perfquery_x
 
@@ -129,21 +126,6 @@ def test_legacy_layouts_map_to_the_same_names() -> None:
     assert counter_name("PortXmitWait") == counter_name("XmtWait") == "port_xmit_wait"
 
 
-def sql_deltas(lake_root: Path, rows: list[dict[str, Any]]) -> pl.DataFrame:
-    """Parsed fabric rows -> the ``stg_counter_deltas`` view (the one implementation)."""
-    Lake(lake_root).init()
-    con = connect(lake_root)
-    try:
-        con.execute("drop view fabric_counters").fetchall()
-        provenance = {"source_file": "test", "ingested_ts": TS}
-        con.register("fabric_counters", pa.Table.from_pylist(
-            [{**row, **provenance} for row in rows], schema=TABLES["fabric_counters"].schema))
-        return run_sql(con, "select * from stg_counter_deltas order by host, device, port, "
-                            "counter, ts")
-    finally:
-        con.close()
-
-
 def test_saturated_legacy_counter_is_flagged_not_zero(tmp_path: Path) -> None:
     rows = []
     for k, text in enumerate([LEGACY.replace("PortXmitWait:....................4294967295",
@@ -151,7 +133,7 @@ def test_saturated_legacy_counter_is_flagged_not_zero(tmp_path: Path) -> None:
                               LEGACY, LEGACY]):
         rows += parse_perfquery(text, ToolContext("n1", TS + timedelta(seconds=10 * k),
                                                   "perfquery"))["fabric_counters"]
-    out = sql_deltas(tmp_path, rows).filter(pl.col("counter") == "port_xmit_wait")
+    out = fabric_deltas(tmp_path, rows).filter(pl.col("counter") == "port_xmit_wait")
     assert out["saturated"].to_list() == [False, True, True]
     assert out["delta"].to_list() == [None, None, None]
 

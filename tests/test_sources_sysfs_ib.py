@@ -7,13 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 import pytest
+from tests.sql_seed import fabric_deltas
 
 from ckptwatch.errors import RecordError
-from ckptwatch.lake import Lake
-from ckptwatch.query import connect, run_sql
-from ckptwatch.schema import TABLES
 from ckptwatch.sources.base import ToolContext
 from ckptwatch.sources.sysfs_ib import detect, ext_name, parse_sysfs_ib, read_sysfs_tree
 
@@ -25,21 +22,6 @@ TS = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
 def ctx(device: str | None = None, port: str | None = None, ts: datetime = TS) -> ToolContext:
     return ToolContext(node="gpu-node-07", ts=ts, source="sysfs-ib", device=device, port=port)
-
-
-def sql_deltas(lake_root: Path, rows: list[dict[str, Any]]) -> pl.DataFrame:
-    """Parsed fabric rows -> the ``stg_counter_deltas`` view (the one implementation)."""
-    Lake(lake_root).init()
-    con = connect(lake_root)
-    try:
-        con.execute("drop view fabric_counters").fetchall()
-        provenance = {"source_file": "test", "ingested_ts": TS}
-        con.register("fabric_counters", pa.Table.from_pylist(
-            [{**row, **provenance} for row in rows], schema=TABLES["fabric_counters"].schema))
-        return run_sql(con, "select * from stg_counter_deltas order by host, device, port, "
-                            "counter, ts")
-    finally:
-        con.close()
 
 
 def counters(output: Any, **kw: Any) -> dict[tuple[str, str, str], float]:
@@ -88,7 +70,7 @@ def test_saturated_sysfs_counter_gives_null_delta(tmp_path: Path) -> None:
     rows = []
     for k in range(3):
         rows += parse_sysfs_ib(snap, ctx(ts=TS + timedelta(seconds=30 * k)))["fabric_counters"]
-    out = sql_deltas(tmp_path, rows)
+    out = fabric_deltas(tmp_path, rows)
     wait = out.filter((pl.col("counter") == "port_xmit_wait") & (pl.col("port") == "1"))
     assert wait["saturated"].to_list() == [True, True, True]
     assert wait["delta"].null_count() == 3
