@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from ckptwatch.cli.main import main
 from ckptwatch.lake import Lake
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -90,4 +92,23 @@ def prefect_harness() -> Iterator[None]:
         yield
 
 
-__all__ = ["lake_rows", "write_raw_dir", "pl"]
+ALERT_T0 = datetime(2026, 11, 28, tzinfo=UTC)
+
+
+def hot_lake(tmp_path: Path) -> Path:
+    """A lake with one job whose tail (100 s) is at 83% of its 120 s timeout."""
+    raw = tmp_path / "raw"
+    (raw / "checkpoints").mkdir(parents=True)
+    (raw / "jobs").mkdir()
+    rows = [{"job_id": "hot", "step": s, "rank": 0, "node": "n0", "tier": "pool",
+             "start_time": (ALERT_T0 + timedelta(minutes=10 * s)).isoformat(),
+             "end_time": (ALERT_T0 + timedelta(minutes=10 * s, seconds=100)).isoformat(),
+             "bytes": 1}
+            for s in range(8)]
+    (raw / "checkpoints" / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nhot,1,120\n")
+    assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--quiet"]) == 0
+    return tmp_path / "lake"
+
+
+__all__ = ["hot_lake", "lake_rows", "write_raw_dir", "pl"]

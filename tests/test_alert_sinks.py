@@ -25,6 +25,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from tests.conftest import hot_lake
 
 from ckptwatch import alert_sinks
 from ckptwatch.alert_sinks import (
@@ -230,21 +231,6 @@ def test_a_resolution_supersedes_a_firing_alert_that_never_arrived() -> None:
 
 
 # -- through the CLI, on a lake ---------------------------------------------------------------
-
-
-def hot_lake(tmp_path: Path) -> Path:
-    """A lake with one job whose tail (100 s) is at 83% of its 120 s timeout."""
-    raw = tmp_path / "raw"
-    (raw / "checkpoints").mkdir(parents=True)
-    (raw / "jobs").mkdir()
-    rows = [{"job_id": "hot", "step": s, "rank": 0, "node": "n0", "tier": "pool",
-             "start_time": (T0 + timedelta(minutes=10 * s)).isoformat(),
-             "end_time": (T0 + timedelta(minutes=10 * s, seconds=100)).isoformat(), "bytes": 1}
-            for s in range(8)]
-    (raw / "checkpoints" / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nhot,1,120\n")
-    assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--quiet"]) == 0
-    return tmp_path / "lake"
 
 
 def test_sink_failure_keeps_state_and_the_next_run_delivers(

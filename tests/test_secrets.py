@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from tests.conftest import hot_lake
 
 from ckptwatch import alert_sinks
 from ckptwatch.cli.main import main
@@ -78,21 +79,6 @@ def echo() -> Iterator[EchoReceiver]:
     r.server.server_close()
 
 
-def _hot_lake(tmp_path: Path) -> Path:
-    """A lake whose one job writes checkpoints at 100 s against a 120 s timeout."""
-    raw = tmp_path / "raw"
-    (raw / "checkpoints").mkdir(parents=True)
-    (raw / "jobs").mkdir()
-    rows = [{"job_id": "hot", "step": s, "rank": 0, "node": "n0", "tier": "pool",
-             "start_time": (T0 + timedelta(minutes=10 * s)).isoformat(),
-             "end_time": (T0 + timedelta(minutes=10 * s, seconds=100)).isoformat(), "bytes": 1}
-            for s in range(8)]
-    (raw / "checkpoints" / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nhot,1,120\n")
-    assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--quiet"]) == 0
-    return tmp_path / "lake"
-
-
 def _texts_under(root: Path) -> Iterator[tuple[Path, str]]:
     """Every file's bytes as text, and for Parquet every value too."""
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -111,7 +97,7 @@ def _run_alerts_everywhere(tmp_path: Path, echo: EchoReceiver,
     monkeypatch.setattr(alert_sinks, "RETRY_BACKOFF_S", 0.01)
     for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
         monkeypatch.delenv(var, raising=False)
-    lake = _hot_lake(tmp_path)
+    lake = hot_lake(tmp_path)
     monkeypatch.setenv("TEST_HOOK_URL", f"http://hookuser:{HOOK_USER_PASS}@127.0.0.1:"
                                         f"{echo.port}/hook/{HOOK_PATH_TOKEN}?sig={HOOK_QUERY_SIG}")
     monkeypatch.setenv("TEST_HOOK_TOKEN", HOOK_BEARER)
