@@ -29,7 +29,7 @@ from prefect.context import FlowRunContext
 from prefect.futures import wait
 
 from ckptwatch.discover import RawFile, discover
-from ckptwatch.errors import LakeError
+from ckptwatch.errors import CkptwatchError, LakeError
 from ckptwatch.ingest import (
     FileResult,
     IngestReport,
@@ -76,11 +76,16 @@ def ingest_one(lake_root: Path, raw: RawFile, ingested_ts: datetime) -> FileResu
 
 
 def dask_runner(address: str | None = None, n_workers: int = 2) -> Any:
-    """A prefect-dask ``DaskTaskRunner``: the cluster at ``address``, or a local cluster of
-    ``n_workers`` single-threaded worker processes."""
-    from prefect_dask import DaskTaskRunner
+    """A prefect-dask ``DaskTaskRunner``: the cluster at ``address``, or (``None`` or
+    ``"local"``) a local cluster of ``n_workers`` single-threaded worker processes."""
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as exc:
+        raise CkptwatchError("a Dask task runner needs prefect-dask, which is not installed: "
+                             "run pip install -e '.[dask]' in the ckptwatch checkout (make "
+                             "install does), or run without --dask") from exc
 
-    if address:
+    if address and address != "local":
         return DaskTaskRunner(address=address)
     return DaskTaskRunner(cluster_kwargs={"n_workers": n_workers, "threads_per_worker": 1,
                                           "processes": True})
@@ -154,16 +159,22 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
     return report
 
 
+def pop_dask_flag(args: list[str]) -> str | None:
+    """Take a script's ``--dask [ADDRESS]`` out of ``args``: ``None`` without the flag,
+    ``"local"`` without an address, else the scheduler address."""
+    if "--dask" not in args:
+        return None
+    i = args.index("--dask")
+    address = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None
+    del args[i:i + (2 if address else 1)]
+    return address or "local"
+
+
 def main(argv: list[str]) -> None:
     """``python pipelines/ingest.py RAW LAKE [--dask [ADDRESS]]``."""
     args = list(argv)
-    runner = None
-    if "--dask" in args:
-        i = args.index("--dask")
-        address = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None
-        del args[i:i + (2 if address else 1)]
-        runner = dask_runner(address)
-    run = ingest_flow.with_options(task_runner=runner) if runner else ingest_flow
+    dask = pop_dask_flag(args)
+    run = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
     run(Path(args[0]), Path(args[1]))
 
 

@@ -2,7 +2,10 @@
 stalls, evaluate and send the timeout-headroom alerts, write the daily report.
 
 Every step is a package function wrapped in a thin task; only I/O tasks retry. Deployed by
-``prefect.yaml`` (cron ``30 2 * * *`` UTC); ``ckptwatch nightly RAW --lake LAKE`` runs it once.
+``prefect.yaml`` (cron ``30 2 * * *`` UTC); ``ckptwatch nightly RAW --lake LAKE`` or
+``python pipelines/nightly.py RAW LAKE`` runs it once. ``--dask [ADDRESS]`` (the ``dask``
+parameter) spreads the ingest subflow's files over a Dask cluster, as ``pipelines/ingest.py``
+does; the other steps run in the flow process either way.
 Settings come from ``config`` or ``$CKPTWATCH_CONFIG`` (built-in defaults without either); the
 alerts always go to a JSON Lines file too: ``[sinks] jsonl``, else ``LAKE/reports/alerts.jsonl``.
 
@@ -36,9 +39,9 @@ from ckptwatch.report import (
 from ckptwatch.settings import Settings, load_settings, redact
 
 try:  # run as a script from the project root, or imported as pipelines.nightly
-    from pipelines.ingest import ingest_flow
+    from pipelines.ingest import dask_runner, ingest_flow, pop_dask_flag
 except ImportError:  # pragma: no cover - script mode
-    from ingest import ingest_flow  # type: ignore[no-redef]
+    from ingest import dask_runner, ingest_flow, pop_dask_flag  # type: ignore[no-redef]
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="build views", cache_policy=NO_CACHE)
@@ -80,16 +83,26 @@ def write_daily_report(lake_root: Path, day: date | None, findings: StallFinding
 
 @flow(name="nightly", flow_run_name="nightly {raw_dir}", log_prints=True)
 def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, send: bool = True,
-                 report_date: date | None = None, lock_wait_s: float = 600.0) -> dict[str, Any]:
+                 report_date: date | None = None, lock_wait_s: float = 600.0,
+                 dask: str | None = None) -> dict[str, Any]:
     """Ingest, build views, stalls, alerts, report; return paths and counts.
 
     ``report_date``: the day the report covers (default: the newest day with checkpoints).
     ``send=False`` evaluates the alerts without sending or recording them (a dry run).
+    ``dask``: run the ingest on a Dask task runner: ``"local"`` (a local cluster of 2 worker
+    processes) or a scheduler address (``tcp://host:8786``); ``None``: one file at a time.
     """
     logger = get_run_logger()
     raw_dir, lake_root = Path(raw_dir), Path(lake_root)
     settings = nightly_settings(load_settings(config), lake_root)
-    ingest = ingest_flow(raw_dir, lake_root, lock_wait_s=lock_wait_s)
+    # The runner reaches the ingest subflow as a string parameter, not through
+    # ``nightly_flow.with_options(task_runner=...)``: in Prefect 3 every flow run, a subflow
+    # too, enters its own flow's task runner (the parent's is not inherited), and the steps
+    # below are direct task calls that never use the nightly flow's runner, so a runner given
+    # to this flow would only start an idle cluster. A string is also what a deployment
+    # (``prefect.yaml`` parameters, the UI) can set, and the flow run records it.
+    run_ingest = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
+    ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
     n_views = build_views(lake_root)
     findings = detect_stalls(lake_root)
     alert_run: AlertRun | None = None
@@ -126,5 +139,12 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     return result
 
 
+def main(argv: list[str]) -> None:
+    """``python pipelines/nightly.py RAW LAKE [--dask [ADDRESS]]``."""
+    args = list(argv)
+    dask = pop_dask_flag(args)
+    nightly_flow(Path(args[0]), Path(args[1]), dask=dask)
+
+
 if __name__ == "__main__":
-    nightly_flow(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(sys.argv[1:])

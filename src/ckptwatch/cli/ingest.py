@@ -25,6 +25,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--flow", action="store_true",
                    help="run through the Prefect ingest flow (local ephemeral server) "
                    "instead of in-process")
+    p.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the Prefect ingest flow (implies --flow) with the files spread "
+                   "over a Dask cluster (needs prefect-dask: the [dask] extra): "
+                   "without ADDRESS a local cluster of 2 worker processes, with ADDRESS "
+                   "(tcp://host:8786) that scheduler; its workers must see RAW_DIR and the "
+                   "lake at the same paths")
     p.add_argument("--lock-wait", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for another run holding the lake lock "
                    "(default: %(default)s)")
@@ -42,11 +48,14 @@ def run(args: argparse.Namespace) -> int:
     """Ingest and print the summary."""
     from ckptwatch.summary import render_ingest
 
-    if args.flow:
+    if args.flow or args.dask:
         from ckptwatch.flows import load_flow_module
 
-        report = load_flow_module("ingest").ingest_flow(args.raw_dir, args.lake,
-                                                        lock_wait_s=args.lock_wait)
+        module = load_flow_module("ingest")
+        flow = module.ingest_flow
+        if args.dask:
+            flow = flow.with_options(task_runner=module.dask_runner(args.dask))
+        report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait)
     else:
         from ckptwatch.ingest import ingest
 

@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--lock-wait", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for another run holding the lake lock "
                    "(default: %(default)s)")
+    p.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="spread the ingest step's files over a Dask cluster (needs prefect-dask: "
+                   "the [dask] extra; the other steps run here as before): "
+                   "without ADDRESS a local cluster of 2 worker processes, with ADDRESS "
+                   "(tcp://host:8786) that scheduler; its workers must see RAW_DIR and the "
+                   "lake at the same paths")
     p.set_defaults(func=run)
 
 
@@ -76,13 +82,15 @@ def run(args: argparse.Namespace) -> int:
         from ckptwatch.errors import RawDirError
 
         raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a directory")
+    module = load_flow_module("nightly")
+    if args.dask:
+        module.dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
     print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (local ephemeral "
           "Prefect server; the first start takes ~15 s)…", file=sys.stderr, flush=True)
-    module = load_flow_module("nightly")
     try:
         result = module.nightly_flow(args.raw_dir, args.lake, config=args.config,
                                      send=args.send, report_date=args.date,
-                                     lock_wait_s=args.lock_wait)
+                                     lock_wait_s=args.lock_wait, dask=args.dask)
     except AlertsUndeliveredError as exc:
         print(render_result(exc.result, args.raw_dir, args.lake))
         print(f"ckptwatch nightly: {exc}", file=sys.stderr)
