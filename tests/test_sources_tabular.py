@@ -8,8 +8,11 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ckptwatch.errors import RecordError
+from ckptwatch.sources import coerce
 from ckptwatch.sources.tabular import canonicalise, load_csv, load_jsonl, load_parquet
 
 
@@ -123,3 +126,54 @@ def test_extra_columns_are_reported_not_fatal() -> None:
     out = _read(load_csv, b"job_id,n_ranks,checkpoint_timeout_s,owner\nj,4,60,alice\n", "jobs")
     assert out.rows("jobs") == 1
     assert out.notes == ["f: extra columns ignored: owner"]
+
+
+# -- the coercions canonicalise runs are the expression forms, computed faster ----------------
+_STAMPS = st.one_of(
+    st.sampled_from([
+        "2026-11-28T00:00:03Z", "2026-11-28T00:00:03.5z", " 2026-11-28 00:00:03+02:00 ",
+        "2026-11-28T00:00:03.123456", "2026-11-28 00:00:03", "1795824212.677247",
+        "1795824212677", "-1", "nan", "inf", "", "  ", "abc", "1999-12-31T23:59:59Z",
+        "2101-01-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-11-28T24:00:00Z", "1e300", "0",
+        "2026-11-28T00:00:03+0530", "2026-11-28T00:00:03.1234567891Z"]),
+    st.floats(allow_nan=True, allow_infinity=True).map(str),
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.text(max_size=12))
+
+
+_NUMBERS = st.one_of(
+    st.sampled_from(["12", " 12 ", "12.0", "1.2e10", "-0", "+5", "0x1f", "1,234", "nan", "inf",
+                     "-inf", "9.2e18", "9.3e18", "9223372036854775807", "9223372036854775808",
+                     "2147483648", "1e-300", "1_000", ""]),
+    st.integers(-2 ** 70, 2 ** 70).map(str), st.floats().map(str), st.text(max_size=8))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), _STAMPS, _NUMBERS), min_size=1, max_size=40))
+def test_series_coercion_is_the_expression_coercion(values: list[str | None]) -> None:
+    """``canonicalise`` coerces each column with ``coerce_series``: the values and flags of
+    ``coerce_expr``, the rule written as one expression."""
+    s = pl.Series("t", values, dtype=pl.String)
+    for dtype in (pl.Datetime("us", "UTC"), pl.Int64, pl.Int32, pl.Float64, pl.String):
+        value, bad = coerce.coerce_expr("t", dtype)
+        want = pl.DataFrame({"t": s}).select(value.alias("v"), bad.alias("b"))
+        got_v, got_b = coerce.coerce_series(s, dtype)
+        assert got_v.equals(want["v"], check_names=False), dtype
+        assert got_b.equals(want["b"], check_names=False), dtype
+
+
+@pytest.mark.parametrize("source", [pl.Int64, pl.Int32, pl.UInt64, pl.Float64])
+@pytest.mark.parametrize("target", [pl.Int64, pl.Int32, pl.Float64])
+def test_typed_coercion_is_the_text_coercion(source: pl.DataType, target: pl.DataType) -> None:
+    values: list[object] = [0, 1, 7, 2 ** 31 - 1, 2 ** 31, 2 ** 53 + 1, 2 ** 63 - 1, None]
+    if source == pl.Float64:
+        values += [-0.0, 1.5, 12.0, 1e15, 1e20, 9.3e18, float("nan"), float("inf"), 1 / 3]
+    elif source != pl.UInt64:
+        values += [-1, -(2 ** 31) - 1, -(2 ** 63)]
+    if source == pl.Int32:
+        values = [v for v in values if not isinstance(v, int) or -(2 ** 31) <= v < 2 ** 31]
+    df = pl.DataFrame({"x": pl.Series(values, dtype=source, strict=False)})
+    value, bad = coerce.coerce_expr("x", target)
+    want = df.select(value.alias("v"), bad.alias("b"))
+    value, bad = coerce.typed_coerce_expr("x", target, source)
+    assert df.select(value.alias("v"), bad.alias("b")).equals(want)

@@ -158,6 +158,41 @@ def register_tool(source: str, detect: Detector) -> Callable[[ToolParser], ToolP
     return wrap
 
 
+#: A bulk parser of one text format: a frame of envelopes whose ``source`` is that format, one
+#: row each (``__env``: the envelope's id; ``output``: its text; ``device``, ``port``: the
+#: envelope's, null when absent) -> (``{table: rows}``, the ids it declined). Each rows frame
+#: holds ``__env``, ``__idx`` (the rows' order within the envelope) and the table's columns
+#: other than ``ts``, ``node`` and ``source`` (the envelope's own), in order (``__env``, then
+#: ``__idx``). The rows are exactly those the registered ``ToolParser`` returns for the same
+#: output, in the same order within an envelope; an envelope the bulk parser
+#: cannot vouch for (an error, an odd character, a rare form) is declined, and the caller
+#: gives it to the ``ToolParser``, which parses it or says what is wrong with it.
+BulkParser = Callable[[pl.DataFrame], tuple[dict[str, pl.DataFrame], pl.Series]]
+BULK_PARSERS: dict[str, BulkParser] = {}
+
+
+def register_bulk(source: str) -> Callable[[BulkParser], BulkParser]:
+    """Decorator: register ``parse`` as the bulk parser of envelope ``source``."""
+
+    def wrap(parse: BulkParser) -> BulkParser:
+        BULK_PARSERS[source] = parse
+        return parse
+
+    return wrap
+
+
+#: Text a bulk parser reads: printable ASCII, tab and newline. On it Python's and polars'
+#: regular expressions, ``strip`` and line splitting agree exactly; other text is declined.
+PLAIN_TEXT = r"^[\t\n\x20-\x7E]*$"
+
+
+def int_text_as_float(text: pl.Expr) -> pl.Expr:
+    """Decimal integer text (at most 300 digits) as the float ``float(int(text))`` gives: both
+    round correctly, and ``-0`` reads as 0.0, never -0.0."""
+    value = text.cast(pl.Float64)
+    return pl.when(value == 0.0).then(pl.lit(0.0)).otherwise(value)
+
+
 def detect_tool(output: Any) -> str | None:
     """Name of the registered format that recognises ``output``, or None."""
     for fmt in TOOL_FORMATS.values():

@@ -84,3 +84,104 @@ def coerce_expr(col: str, dtype: pl.DataType) -> tuple[pl.Expr, pl.Expr]:
     if isinstance(dtype, pl.Datetime):
         return timestamp_expr(col)
     return string_expr(col)
+
+
+def timestamp_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """``timestamp_expr`` evaluated on a Series, with the same values and flags.
+
+    ``pl.coalesce`` in the expression form parses every row with every ISO format; here each
+    format is tried only on the rows that no earlier reading (epoch, or an earlier format)
+    read, so a column of epoch seconds or of one ISO spelling is parsed once, not five times.
+    """
+    frame = pl.DataFrame({"raw": s}).select(raw=pl.col("raw").cast(pl.String).str.strip_chars())
+    raw = frame["raw"]
+    num = raw.cast(pl.Float64, strict=False)
+    epoch_s = pl.when(pl.col("n").abs() > EPOCH_MS_ABOVE).then(pl.col("n") / 1000.0) \
+        .otherwise(pl.col("n"))
+    val = pl.DataFrame({"n": num}).select(
+        pl.when(pl.col("n").is_finite())
+        .then((epoch_s * 1_000_000).round(0).cast(pl.Int64, strict=False))
+        .otherwise(None)
+        .cast(pl.Datetime("us", "UTC"))
+    ).to_series()
+    todo = (val.is_null() & raw.is_not_null()).arg_true()
+    if todo.len():
+        iso = raw.gather(todo).str.replace(r"[Zz]$", "+00:00")
+        got = pl.Series(dtype=pl.Datetime("us", "UTC")).extend_constant(None, todo.len())
+        for f in ISO_FORMATS:
+            left = got.is_null().arg_true()
+            if not left.len():
+                break
+            parsed = iso.gather(left).str.to_datetime(f, strict=False, time_zone="UTC",
+                                                       time_unit="us")
+            got = got.scatter(left, parsed)
+        val = val.scatter(todo, got)
+    checked = pl.DataFrame({"v": val, "raw": raw}).select(
+        ok=pl.col("v").is_not_null() & (pl.col("v").dt.year() >= INGEST.min_year)
+        & (pl.col("v").dt.year() <= INGEST.max_year),
+        present=pl.col("raw").is_not_null() & (pl.col("raw") != ""))
+    ok = checked["ok"]
+    value = pl.select(pl.when(ok).then(val).otherwise(None)).to_series()
+    return value.alias(s.name), (checked["present"] & ~ok).alias(s.name)
+
+
+def typed_coerce_expr(col: str, dtype: pl.DataType,
+                      source: pl.DataType) -> tuple[pl.Expr, pl.Expr]:
+    """``coerce_expr`` for a column already read as ``source``: a column the reader typed as
+    integer or float reaches a numeric canonical type by a cast, not by a round trip through
+    text. The values and flags are those of ``coerce_expr`` (text of a number reads back as
+    the same number); any other pairing is ``coerce_expr`` itself."""
+    if source.is_integer() and dtype in (pl.Int64, pl.Int32):
+        val = pl.col(col).cast(dtype, strict=False)
+        return val, pl.col(col).is_not_null() & val.is_null()
+    if (source.is_integer() or source == pl.Float64) and dtype == pl.Float64:
+        val = pl.col(col).cast(pl.Float64)
+        ok = val.is_not_null() & val.is_finite()
+        return pl.when(ok).then(val).otherwise(None), pl.col(col).is_not_null() & ~ok
+    return coerce_expr(col, dtype)
+
+
+def _text(s: pl.Series) -> pl.Series:
+    return s.cast(pl.String).str.strip_chars()
+
+
+def int_series(s: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
+    """``int_expr`` on a Series, with the same values and flags; the float reading (``12.0``,
+    ``1.2e10``) runs only on the rows that do not read as an integer."""
+    raw = _text(s)
+    val = raw.cast(pl.Int64, strict=False)
+    todo = (val.is_null() & raw.is_not_null()).arg_true()
+    if todo.len():
+        as_float = raw.gather(todo).cast(pl.Float64, strict=False)
+        from_float = pl.select(
+            pl.when(as_float.is_finite() & (as_float == as_float.round(0))
+                    & (as_float.abs() < 9.2e18))
+            .then(as_float).otherwise(None).cast(pl.Int64, strict=False)).to_series()
+        val = val.scatter(todo, from_float)
+    val = val.cast(dtype, strict=False)
+    present = raw.is_not_null() & (raw != "")
+    return val.alias(s.name), (present & val.is_null()).alias(s.name)
+
+
+def float_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """``float_expr`` on a Series, with the same values and flags."""
+    raw = _text(s)
+    val = raw.cast(pl.Float64, strict=False)
+    ok = val.is_not_null() & val.is_finite()
+    present = raw.is_not_null() & (raw != "")
+    value = pl.select(pl.when(ok).then(val).otherwise(None)).to_series()
+    return value.alias(s.name), (present & ~ok).alias(s.name)
+
+
+def coerce_series(s: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
+    """``coerce_expr`` on a Series (values, and flags: present but unreadable), each column
+    read once and the costly readings run only where a cheaper one did not read the value."""
+    if isinstance(dtype, pl.Datetime):
+        return timestamp_series(s)
+    if s.dtype == pl.String and dtype in (pl.Int64, pl.Int32):
+        return int_series(s, dtype)
+    if s.dtype == pl.String and dtype == pl.Float64:
+        return float_series(s)
+    value, bad = typed_coerce_expr(s.name, dtype, s.dtype)
+    out = s.to_frame().select(value.alias("v"), bad.alias("b"))
+    return out["v"].alias(s.name), out["b"].alias(s.name)

@@ -23,6 +23,7 @@ from ckptwatch.errors import RecordError
 from ckptwatch.schema import PROVENANCE, TABLES
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import (
+    BULK_PARSERS,
     INPUT_ERRORS,
     TOOL_FORMATS,
     Parsed,
@@ -113,13 +114,31 @@ def _typed_frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> 
     lines = pl.Series("__line", list(map(operator.methodcaller("get", "__line"), rows)),
                       dtype=pl.Int64)
     try:  # map + methodcaller: no Python frame per cell
-        columns: dict[str, list[Any]] = {
+        columns: dict[str, Any] = {
             k: list(map(operator.methodcaller("get", k), rows)) for k in schema}
+        for k, dtype in schema.items():
+            if isinstance(dtype, pl.Datetime):
+                columns[k] = _datetimes(k, columns[k], dtype)
         df = pl.DataFrame(columns, schema=schema, strict=False)
     except INPUT_ERRORS:  # UnicodeEncodeError (a ValueError) above all
         columns = {k: [_storable(r.get(k)) for r in rows] for k in schema}
         df = pl.DataFrame(columns, schema=schema, strict=False)
     return df.with_columns(lines)
+
+
+def _datetimes(name: str, values: list[Any], dtype: pl.DataType) -> list[Any] | pl.Series:
+    """A column of datetimes as a Series, each distinct value converted once (all rows of an
+    envelope share its time; converting an aware datetime is the slow part of a frame). The
+    values are those a conversion of the whole list gives; other lists are returned as they
+    are."""
+    if not all(type(v) is datetime for v in values):
+        return values
+    first: dict[datetime, int] = {}
+    index = [first.setdefault(v, len(first)) for v in values]
+    if len(first) * 2 > len(values):
+        return values
+    distinct = pl.Series(name, list(first), dtype=dtype, strict=False)
+    return distinct.gather(pl.Series(index, dtype=pl.UInt32))
 
 
 def _storable(value: Any) -> Any:
@@ -136,40 +155,47 @@ def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None
     Text that is not valid UTF-8 (lone surrogates) is kept with the bad code points escaped.
     """
     for table, rows in result.items():
-        if not rows:
-            continue
-        schema = _row_schema(table)
-        df = _typed_frame(rows, schema)
-        required = [f.name for f in TABLES[table].schema
-                    if not f.nullable and f.name in schema]
-        floats = [c for c, t in schema.items() if t == pl.Float64]
-        times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
-        missing = pl.any_horizontal([pl.col(c).is_null() for c in required])
-        non_finite = pl.any_horizontal([~pl.col(c).is_finite() for c in floats]) \
-            if floats else pl.lit(False)
-        years = pl.any_horizontal([
-            (pl.col(c).dt.year() < INGEST.min_year) | (pl.col(c).dt.year() > INGEST.max_year)
-            for c in times]) if times else pl.lit(False)
-        bad = missing | non_finite.fill_null(False) | years.fill_null(False)
-        for row in df.filter(bad).iter_rows(named=True):
-            what = row.get("metric") or row.get("counter") or ""
-            problems = []
-            cols = ", ".join(c for c in required if row[c] is None)
-            if cols:
-                problems.append(f"has no valid {cols}")
-            for c in floats:
-                v = row[c]
-                if v is not None and not math.isfinite(v):
-                    problems.append(f"{c} is {v} (not a finite number)")
-            for c in times:
-                v = row[c]
-                if v is not None and not INGEST.min_year <= v.year <= INGEST.max_year:
-                    problems.append(f"{c} {v.isoformat()} is outside the plausible years "
-                                    f"{INGEST.min_year}-{INGEST.max_year}")
-            out.rejects.append(Reject(
-                f"{table} row {what!s} {'; '.join(problems)}".replace("  ", " "),
-                row["__line"], None, table))
-        out.add(table, df.filter(~bad).drop("__line"))
+        if rows:
+            _add_valid(_typed_frame(rows, _row_schema(table)), table, out)
+
+
+def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
+    """Reject the rows of a typed frame (``_typed_frame``'s columns) that ``rows_to_frames``
+    rejects, with the same reasons, and add the rest."""
+    schema = _row_schema(table)
+    required = [f.name for f in TABLES[table].schema
+                if not f.nullable and f.name in schema]
+    floats = [c for c, t in schema.items() if t == pl.Float64]
+    times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
+    missing = pl.any_horizontal([pl.col(c).is_null() for c in required])
+    non_finite = pl.any_horizontal([~pl.col(c).is_finite() for c in floats]) \
+        if floats else pl.lit(False)
+    years = pl.any_horizontal([
+        (pl.col(c).dt.year() < INGEST.min_year) | (pl.col(c).dt.year() > INGEST.max_year)
+        for c in times]) if times else pl.lit(False)
+    bad = df.select(missing | non_finite.fill_null(False) | years.fill_null(False)).to_series()
+    if not bad.any():
+        out.add(table, df.drop("__line"))
+        return
+    for row in df.filter(bad).iter_rows(named=True):
+        what = row.get("metric") or row.get("counter") or ""
+        problems = []
+        cols = ", ".join(c for c in required if row[c] is None)
+        if cols:
+            problems.append(f"has no valid {cols}")
+        for c in floats:
+            v = row[c]
+            if v is not None and not math.isfinite(v):
+                problems.append(f"{c} is {v} (not a finite number)")
+        for c in times:
+            v = row[c]
+            if v is not None and not INGEST.min_year <= v.year <= INGEST.max_year:
+                problems.append(f"{c} {v.isoformat()} is outside the plausible years "
+                                f"{INGEST.min_year}-{INGEST.max_year}")
+        out.rejects.append(Reject(
+            f"{table} row {what!s} {'; '.join(problems)}".replace("  ", " "),
+            row["__line"], None, table))
+    out.add(table, df.filter(~bad).drop("__line"))
 
 
 def _accumulate(into: dict[str, list[dict[str, Any]]],
@@ -202,17 +228,25 @@ def parse_tool_output(output: Any, ctx: ToolContext) -> dict[str, list[dict[str,
                           f"{safe_text(text)}") from exc
 
 
-def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = None) -> Parsed:
+def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = None,
+                   bulk: bool = True) -> Parsed:
     """Parse a JSON Lines envelope file; bad lines are rejected with their line number.
 
     Keys other than the envelope's own (``ENVELOPE_KEYS``) are not read; they are listed in a
     note on the file, never fatal.
+
+    Envelopes of a text format with a bulk parser (``BULK_PARSERS``: ethtool, perfquery) are
+    parsed together, in polars, after the line loop; the rest one by one. Either way a file
+    gives the same rows, in the same order, and the same rejects (``bulk=False`` parses every
+    envelope one by one: the reference the tests hold the bulk path to).
     """
     _load_formats()
     out = Parsed()
     rows: dict[str, list[dict[str, Any]]] = {}
     extra: dict[str, int] = {}
-    for i, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), start=1):
+    aside = _Bulk()
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -230,6 +264,8 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
                     "envelope has no 'node' (and the file is not under <kind>/<node>/)")
             if "collected_at" not in env:
                 raise RecordError("envelope has no 'collected_at'")
+            if bulk and aside.take(i, line, env, node):
+                continue
             try:
                 ts = parse_time(env["collected_at"])
             except ValueError as exc:
@@ -245,12 +281,123 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
             _accumulate(rows, parse_tool_output(output, ctx), i)
         except RecordError as exc:
             out.rejects.append(Reject(safe_text(exc.reason), i, _clip(line)))
-    rows_to_frames(rows, out)
+    if aside.rows:
+        bulk_frames = aside.parse(lines, rows, out)
+        out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
+        first = {t: min(row["__line"] for row in r) for t, r in rows.items() if r}
+        for t, frames in bulk_frames.items():
+            for low in (f["__line"].min() for f in frames if f.height):
+                if isinstance(low, int):
+                    first[t] = min(first.get(t, low), low)
+        for table in sorted(first, key=first.__getitem__):  # as rows_to_frames orders them
+            schema = _row_schema(table)
+            parts = [f for f in bulk_frames.get(table, []) if f.height]
+            if rows.get(table):
+                slow = _typed_frame(rows[table], schema)
+                parts.append(slow.with_columns(
+                    pl.int_range(pl.len(), dtype=pl.Int64).over("__line").alias("__idx")))
+            if len(parts) > 1:  # each part is in order (bulk parsers return theirs sorted)
+                _add_valid(pl.concat(parts).sort("__line", "__idx").drop("__idx"), table, out)
+            elif parts:
+                _add_valid(parts[0].drop("__idx"), table, out)
+    else:
+        rows_to_frames(rows, out)
     if extra:
         shown = ", ".join(f"{k!r} (first on line {n})" for k, n in list(extra.items())[:10])
         more = f" and {len(extra) - 10} more" if len(extra) > 10 else ""
         out.notes.append(f"{file_label}: envelope keys not read: {shown}{more}")
     return out
+
+
+#: ``collected_at`` spellings read in bulk (others go through ``parse_time`` one by one):
+#: ``2026-11-28T00:00:07Z`` with optional milli- or microseconds, ``Z`` or ``+00:00``.
+_BULK_TIME = (r"^\d{4}-\d{2}-\d{2}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{3}|\.\d{6})?"
+              r"(?:Z|\+00:00)$")
+
+
+class _Bulk:
+    """Envelopes set aside by ``read_envelopes`` for a bulk parser, and their parse."""
+
+    def __init__(self) -> None:
+        #: (line, node, collected_at, source, device, port, output) per envelope set aside
+        self.rows: list[tuple[int, str, str, str, str | None, str | None, str]] = []
+
+    def take(self, i: int, line: str, env: dict[str, Any], node: str) -> bool:
+        """Set envelope ``env`` (line ``i``, checked up to its ``collected_at``) aside when a
+        bulk parser reads it: text output of a source with one, and nothing a bulk parse might
+        read differently (a ``\\u`` escape can make a lone surrogate)."""
+        output, source, at = env["output"], env.get("source"), env["collected_at"]
+        if (type(output) is not str or type(source) is not str or type(at) is not str
+                or source not in BULK_PARSERS or "\\u" in line):
+            return False
+        dev, port = env.get("device"), env.get("port")  # text here is valid UTF-8 (no \\u)
+        self.rows.append((i, safe_text(node.strip()), at, source,
+                          dev if dev is None or type(dev) is str else _name(dev),
+                          port if port is None or type(port) is str else _name(port), output))
+        return True
+
+    def parse(self, lines: list[str], rows: dict[str, list[dict[str, Any]]],
+              out: Parsed) -> dict[str, list[pl.DataFrame]]:
+        """Parse the envelopes set aside: typed frames per table (with ``__line`` and
+        ``__idx``); an envelope a bulk parser declines is parsed one by one into ``rows``, and
+        one whose time or output is bad is rejected into ``out``, as the line loop would."""
+        env = pl.DataFrame(
+            list(zip(*self.rows, strict=True)), orient="col",
+            schema={"__line": pl.Int64, "node": pl.String, "at": pl.String,
+                    "source": pl.String, "device": pl.String, "port": pl.String,
+                    "output": pl.String})
+        fast = pl.col("at").str.contains(_BULK_TIME)
+        env = env.with_columns(
+            pl.when(fast).then(pl.col("at").str.replace(r"(?:Z|\+00:00)$", "")
+                               .str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="us",
+                                                strict=False)
+                               .dt.replace_time_zone("UTC")).alias("ts"))
+        env = env.with_columns(pl.when(pl.col("ts").dt.year().is_between(
+            INGEST.min_year, INGEST.max_year)).then(pl.col("ts")).alias("ts"))
+        slow_ts = env.filter(pl.col("ts").is_null())
+        if slow_ts.height:  # other spellings, and the bad ones: parse_time reads or rejects
+            read: list[datetime | None] = []
+            for i, at in slow_ts.select("__line", "at").iter_rows():
+                try:
+                    read.append(parse_time(at))
+                except ValueError as exc:
+                    read.append(None)
+                    out.rejects.append(Reject(safe_text(f"collected_at: {exc}"), i,
+                                              _clip(lines[i - 1])))
+            env = env.update(slow_ts.select("__line", pl.Series(
+                "ts", read, dtype=pl.Datetime("us", "UTC"))), on="__line")
+            env = env.filter(pl.col("ts").is_not_null())
+        frames: dict[str, list[pl.DataFrame]] = {}
+        declined: list[int] = []
+        for (source,), group in env.partition_by("source", as_dict=True,
+                                                 maintain_order=True).items():
+            found, no = BULK_PARSERS[str(source)](group.select(
+                pl.col("__line").alias("__env"), "output", "device", "port"))
+            declined += no.to_list()
+            ctx_cols = group.select(pl.col("__line").alias("__env"), "ts", "node", "source")
+            for table, part in found.items():
+                schema = _row_schema(table)
+                typed = part.join(ctx_cols, on="__env", how="left",
+                                  maintain_order="left").select(
+                    *[pl.col(c).cast(t) for c, t in schema.items()],
+                    pl.col("__env").alias("__line"), "__idx")
+                frames.setdefault(table, []).append(typed)
+        if declined:  # parsed one by one, exactly as the line loop parses them
+            by_line = {}
+            for i, node, ts, source, dev, port, output in env.filter(
+                    pl.col("__line").is_in(declined)).select(
+                    "__line", "node", "ts", "source", "device", "port", "output").iter_rows():
+                by_line[i] = (node, ts, source, dev, port, output)
+            for i in sorted(by_line):
+                node, ts, source, dev, port, output = by_line[i]
+                ctx = ToolContext(node=node, ts=ts, source=source, device=dev, port=port)
+                try:
+                    result = parse_tool_output(output, ctx)
+                except RecordError as exc:
+                    out.rejects.append(Reject(safe_text(exc.reason), i, _clip(lines[i - 1])))
+                    continue
+                _accumulate(rows, result, i)
+        return frames
 
 
 def _name(value: Any) -> str | None:

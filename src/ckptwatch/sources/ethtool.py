@@ -16,8 +16,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import (
+    PLAIN_TEXT,
+    ToolContext,
+    int_text_as_float,
+    register_bulk,
+    register_tool,
+)
 from ckptwatch.sources.textkv import iter_lines, shorten
 
 SOURCE = "ethtool"
@@ -153,6 +161,108 @@ def parse_ethtool(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any
         for name, value in counters.items()
     ]
     return {"fabric_counters": rows}
+
+
+def _split_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """``lines`` (column ``line``, plain text) with ``name`` and ``value`` as ``_LINE`` reads
+    them (null where it does not match). A line ``name: integer`` with one colon and a name
+    not starting with ``[`` is read by splitting it at the colon (``_LINE`` reads it the same:
+    the text either side, trimmed); the regex runs only on the other lines."""
+    parts = pl.col("line").str.split_exact(":", 1)
+    lines = lines.with_columns(
+        parts.struct.field("field_0").str.strip_chars().alias("name"),
+        parts.struct.field("field_1").str.strip_chars().alias("value"))
+    simple = (pl.col("value").str.contains(_BULK_VALUE).fill_null(False)
+              & (pl.col("name") != "") & ~pl.col("name").str.starts_with("["))
+    hard = lines.filter(~simple)
+    if not hard.height:
+        return lines
+    hard = hard.drop("name", "value").with_columns(
+        pl.col("line").str.extract_groups(_LINE.pattern).alias("__m")).unnest("__m")
+    return pl.concat([lines.filter(simple), hard.select(lines.columns)]).sort("__pos")
+
+
+#: A statistic's value as the bulk path reads it: at most 300 digits (a longer one may not fit
+#: a float, which ``parse_ethtool`` reports); anything else is declined to ``parse_ethtool``.
+_BULK_VALUE = r"^-?[0-9]{1,300}$"
+
+
+@register_bulk(SOURCE)
+def parse_ethtool_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_ethtool`` over many envelopes at once (see ``base.BulkParser``).
+
+    Declined, for ``parse_ethtool`` to handle one by one: text that is not plain ASCII, no
+    envelope ``device``, a line that is not ``name: integer``, a name listed twice, no
+    statistics at all.
+    """
+    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT) & (pl.col("device") != "")
+                       .fill_null(False)).to_series()
+    take = env.filter(plain)
+    lines = take.select(
+        "__env", "device", pl.col("port").fill_null("").alias("port"),
+        pl.col("output").str.split("\n").alias("line"),
+    ).explode("line").with_columns(pl.col("line").str.strip_chars().alias("__s"))
+    lines = lines.filter((pl.col("__s") != "") & ~pl.col("__s").str.starts_with("#")
+                         & (pl.col("__s") != HEADER)).drop("__s").with_row_index("__pos")
+    if not lines.height:  # no statistics at all: parse_ethtool says so
+        return {}, env["__env"]
+    lines = _split_lines(lines)
+    names = lines["name"].drop_nulls().unique().to_list()
+    lines = lines.with_columns(pl.col("name").replace_strict(
+        names, list(range(len(names))), default=None, return_dtype=pl.Int64).alias("__code"))
+    ok_line = pl.col("name").is_not_null() & pl.col("value").str.contains(_BULK_VALUE) \
+        .fill_null(False)
+    bad_env = lines.filter(~ok_line)["__env"].unique()
+    pairs = lines.select(pl.col("__env") * (len(names) + 1) + pl.col("__code").fill_null(-1))
+    if pairs.n_unique() != pairs.height:  # a name listed twice: parse_ethtool judges it
+        bad_env = pl.concat([bad_env, lines.filter(pairs.is_duplicated())["__env"]])
+    good = lines.filter(~pl.col("__env").is_in(bad_env.implode()))
+    declined = pl.concat([env.filter(~plain)["__env"], bad_env,
+                          take.filter(~pl.col("__env").is_in(good["__env"].implode()))["__env"]]
+                         ).unique()
+    # Canonical aliases: after an envelope's statistics, in their order, each alias once and
+    # only when the driver does not print that name itself.
+    alias_of = [canonical_alias(n) for n in names]
+    code_of = {n: k for k, n in enumerate(names)}
+    alias_ids = {a: k for k, a in enumerate(dict.fromkeys(a for a in alias_of if a))}
+    width = len(names) + len(alias_ids) + 1
+    last = pl.col("__env").ne_missing(pl.col("__env").shift(-1))
+    good = good.select(
+        "__env", "device", pl.when(pl.col("port") != "").then(pl.col("port"))
+        .otherwise(pl.lit("1")).alias("port"),
+        pl.col("name").alias("counter"),
+        int_text_as_float(pl.col("value")).alias("value"),
+        pl.col("__pos").cast(pl.Int64).alias("__idx"), "__code",
+        pl.when(last).then(pl.col("__pos")).backward_fill().cast(pl.Int64).alias("__end"),
+    )
+    rows = good.drop("__code", "__end")
+    if alias_ids:
+        def lookup(values: list[Any]) -> pl.Expr:
+            return pl.lit(pl.Series(values, dtype=pl.Int64)).gather(pl.col("__code"))
+        # the alias as a name code (-1: not a name the driver prints) and as an alias id
+        as_name = lookup([code_of.get(a, -1) if a else None for a in alias_of])
+        as_alias = lookup([alias_ids[a] if a else None for a in alias_of])
+        printed = good.select(pl.col("__env") * width + pl.col("__code")).to_series()
+        alias_rows = good.with_columns(
+            pl.lit(pl.Series(alias_of, dtype=pl.String)).gather(pl.col("__code"))
+            .alias("__alias"), as_name.alias("__acode"), as_alias.alias("__aid"),
+        ).filter(pl.col("__alias").is_not_null() & ~(
+            (pl.col("__acode") >= 0)
+            & (pl.col("__env") * width + pl.col("__acode")).is_in(printed.implode())))
+        alias_rows = alias_rows.filter(  # two statistics with one alias: the first gives it
+            (pl.col("__env") * width + pl.col("__aid")).is_first_distinct())
+        if alias_rows.height:
+            ranked = alias_rows.with_columns(
+                pl.int_range(pl.len(), dtype=pl.Int64).alias("__k"))
+            first_k = pl.when(pl.col("__env").ne_missing(pl.col("__env").shift(1))) \
+                .then(pl.col("__k")).forward_fill()
+            alias_rows = ranked.select(
+                "__env", "device", "port", pl.col("__alias").alias("counter"), "value",
+                # after the envelope's last statistic, in the order of their sources
+                (pl.col("__end") * width + 1 + pl.col("__k") - first_k).alias("__idx"))
+            rows = pl.concat([rows.with_columns(pl.col("__idx") * width), alias_rows]) \
+                .sort("__idx")
+    return {"fabric_counters": rows}, declined
 
 
 #: mlx5_core's order for the port counters the renderer always prints (ConnectX, kernel 5.x).

@@ -19,6 +19,7 @@ throttling; its ``nand_bytes_written`` is in undocumented units and is not read)
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -194,8 +195,10 @@ _LINE = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def ocp_metric(label: str) -> str | None:
-    """The canonical metric of an OCP / vendor log label (text label or JSON key), or None."""
+    """The canonical metric of an OCP / vendor log label (text label or JSON key), or None
+    (cached: every envelope of a drive repeats the same labels)."""
     key = label_key(label)
     for pattern, metric in OCP_LABELS:
         if pattern.fullmatch(key):

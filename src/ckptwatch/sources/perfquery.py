@@ -14,9 +14,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
-from ckptwatch.sources.sysfs_ib import with_bytes
+from ckptwatch.sources.base import (
+    PLAIN_TEXT,
+    ToolContext,
+    int_text_as_float,
+    register_bulk,
+    register_tool,
+)
+from ckptwatch.sources.sysfs_ib import WORD_COUNTERS, with_bytes
 from ckptwatch.sources.textkv import iter_lines, parse_int, shorten, snake_case
 
 SOURCE = "perfquery"
@@ -69,6 +77,7 @@ _HEADER = re.compile(
     r"^#\s*(?P<kind>[^:]*?counters?)\s*:\s*Lid\s+(?P<lid>\d+)(?:\s+\([^)]*\))?\s+"
     r"(?:port\s+(?P<port>\d+)|(?P<all>all ports))", re.IGNORECASE)
 _FIELD = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*):\.*(?P<value>.*)$")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9]*")  # ``_FIELD``'s key
 #: The order of ``perfquery -x`` output (infiniband-diags), used by the renderer.
 EXTENDED_ORDER = [
     "PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortUnicastXmitPkts",
@@ -154,6 +163,126 @@ def parse_perfquery(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, A
         for name, value in with_bytes(counters).items()
     ]
     return {"fabric_counters": rows}
+
+
+#: A counter's value as the bulk path reads it (hex, grouped digits and numbers too long for
+#: a float are declined to ``parse_perfquery``).
+_BULK_VALUE = r"^[+-]?[0-9]{1,300}$"
+
+
+@register_bulk(SOURCE)
+def parse_perfquery_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_perfquery`` over many envelopes at once (see ``base.BulkParser``).
+
+    Declined, for ``parse_perfquery`` to handle one by one: text that is not plain ASCII, a
+    line that is neither a header, a comment nor ``Name:....integer``, counters before any
+    header without an envelope device and port, a counter given twice in a block, a block
+    without counters, no counters at all, and the rare byte-named fields.
+    """
+    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT)).to_series()
+    take = env.filter(plain)
+    lines = take.select(
+        "__env",
+        pl.when(pl.col("device") != "").then(pl.col("device")).alias("__dev"),
+        pl.when(pl.col("port") != "").then(pl.col("port")).alias("__port"),
+        pl.col("output").str.split("\n").alias("__s"),
+    ).explode("__s").with_columns(pl.col("__s").str.strip_chars())
+    lines = lines.filter(pl.col("__s") != "").with_row_index("__pos").with_columns(
+        pl.col("__pos").cast(pl.Int64), pl.col("__s").str.starts_with("#").alias("__hash"))
+    # Headers: the regex runs on the '#' lines only (other '#' lines are comments).
+    heads = lines.filter("__hash").with_columns(
+        pl.col("__s").str.extract_groups("(?i)" + _HEADER.pattern).alias("__h")
+    ).unnest("__h").filter(pl.col("lid").is_not_null()).select(
+        "__env", "__pos",
+        pl.coalesce("__dev", pl.lit("lid") + pl.col("lid")).alias("device"),
+        pl.coalesce("port", pl.lit("all")).alias("port"))
+    n = lines.height
+    is_head = pl.Series(dtype=pl.Boolean).extend_constant(False, n).scatter(heads["__pos"], True)
+    head_dev = pl.Series(dtype=pl.String).extend_constant(None, n).scatter(
+        heads["__pos"], heads["device"])
+    head_port = pl.Series(dtype=pl.String).extend_constant(None, n).scatter(
+        heads["__pos"], heads["port"])
+    # A line's block: the position of the latest header of its envelope, or -1 (none: the
+    # envelope's own device and port).
+    start = pl.col("__env") != pl.col("__env").shift(1).fill_null(-1)
+    lines = lines.with_columns(
+        pl.when(is_head).then(pl.col("__pos")).when(start).then(-1).forward_fill()
+        .alias("__block"),
+    ).filter(~pl.col("__hash"))
+    if not lines.height:  # headers and comments only, or nothing: parse_perfquery says why
+        return {}, env["__env"]
+    # Name:....value lines: the key is the text before the first colon (``_FIELD``'s key
+    # cannot hold one), judged once per distinct key.
+    kv = pl.col("__s").str.split_exact(":", 1)
+    lines = lines.with_columns(kv.struct.field("field_0").alias("key"),
+                               kv.struct.field("field_1").alias("__rest"))
+    keys = lines["key"].unique().to_list()
+    valid = [bool(_KEY.fullmatch(k)) for k in keys]
+    names = [counter_name(k) if ok and k not in _NOT_COUNTERS else None
+             for k, ok in zip(keys, valid, strict=True)]
+    distinct = sorted({n for n in names if n is not None})
+    name_code = [distinct.index(n) if n is not None else -1 for n in names]
+    lines = lines.with_columns(pl.col("key").replace_strict(
+        keys, list(range(len(keys))), return_dtype=pl.Int64).alias("__code"))
+    code = pl.col("__code")
+    lines = lines.with_columns(
+        (pl.col("__rest").is_not_null() & pl.lit(pl.Series(valid, dtype=pl.Boolean))
+         .gather(code)).alias("__field"),
+        pl.lit(pl.Series(names, dtype=pl.String)).gather(code).alias("counter"))
+    counters = lines.filter(pl.col("__field") & pl.col("counter").is_not_null()).with_columns(
+        pl.when(pl.col("__block") >= 0).then(pl.col("__block"))
+        .otherwise(-pl.col("__env")).alias("__bid"),
+        pl.col("__rest").str.strip_chars_start(".").str.strip_chars().alias("value"))
+    bad_env = pl.concat([
+        # a line that is not Name:....value; a line before any header with no envelope
+        # device and port to go to
+        lines.filter(~pl.col("__field") | ((pl.col("__block") < 0)
+                     & (pl.col("__dev").is_null() | pl.col("__port").is_null())))["__env"],
+        # lines before a header in an envelope with headers (blocks could merge)
+        lines.filter((pl.col("__block") < 0)
+                     & pl.col("__env").is_in(heads["__env"].implode()))["__env"],
+        # a value the bulk path does not read; the byte-named fields
+        counters.filter(~pl.col("value").str.contains(_BULK_VALUE)
+                        | pl.col("counter").is_in(list(WORD_COUNTERS.values())))["__env"],
+        # a header whose block has no counters
+        heads.join(counters.select(pl.col("__block").alias("__pos")).unique(), on="__pos",
+                   how="anti")["__env"],
+    ])
+    head_keys = heads.select("__env", "device", "port")
+    if head_keys.n_unique() != head_keys.height:  # two headers name one port: merged blocks
+        bad_env = pl.concat([bad_env, heads.filter(head_keys.is_duplicated())["__env"]])
+    keyed = counters.select(pl.col("__bid") * (len(distinct) + 1)
+                            + pl.lit(pl.Series(name_code, dtype=pl.Int64)).gather(code))
+    if keyed.n_unique() != keyed.height:  # a counter given twice in a block (XmtWait and
+        # PortXmitWait are one counter)
+        bad_env = pl.concat([bad_env, counters.filter(keyed.is_duplicated())["__env"]])
+    bad_env = bad_env.unique()
+    good = counters.filter(~pl.col("__env").is_in(bad_env.implode()))
+    declined = pl.concat([env.filter(~plain)["__env"], bad_env,
+                          take.filter(~pl.col("__env").is_in(good["__env"].implode()))["__env"]]
+                         ).unique()
+    block_dev = head_dev.gather(good["__block"].clip(0))
+    block_port = head_port.gather(good["__block"].clip(0))
+    last_in_block = pl.col("__bid").ne_missing(pl.col("__bid").shift(-1))
+    good = good.select(
+        "__env",
+        pl.when(pl.col("__block") >= 0).then(block_dev).otherwise(pl.col("__dev"))
+        .alias("device"),
+        pl.when(pl.col("__block") >= 0).then(block_port).otherwise(pl.col("__port"))
+        .alias("port"),
+        "counter",
+        int_text_as_float(pl.col("value")).alias("value"),
+        (pl.col("__pos") * 4).alias("__key"),
+        pl.when(last_in_block).then(pl.col("__pos")).backward_fill().alias("__end"),
+    )
+    # ``with_bytes``: each block's byte counts follow its last counter, in WORD_COUNTERS order
+    words = [good.filter(pl.col("counter") == w).with_columns(
+        pl.lit(b).alias("counter"), pl.col("value") * 4,
+        (pl.col("__end") * 4 + k + 1).alias("__key"))
+        for k, (w, b) in enumerate(WORD_COUNTERS.items())]
+    rows = (pl.concat([good, *words]).sort("__key").drop("__end")
+            .rename({"__key": "__idx"}))
+    return {"fabric_counters": rows}, declined
 
 
 _SYSFS_TO_FIELD = {v: k for k, v in PERFQUERY_NAMES.items() if k in EXTENDED_ORDER}

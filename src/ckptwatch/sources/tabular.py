@@ -20,7 +20,7 @@ from ckptwatch.config import INGEST
 from ckptwatch.errors import RecordError
 from ckptwatch.schema import CHECKPOINT_WRITES, FABRIC_COUNTERS, PROVENANCE, STATUSES, TABLES, TIERS
 from ckptwatch.sources.base import PanicException, Parsed, Reject, load_json, safe_text
-from ckptwatch.sources.coerce import coerce_expr
+from ckptwatch.sources.coerce import coerce_series
 
 LINE = "__line"
 RAW = "__raw"
@@ -270,41 +270,48 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
             f"(found: {', '.join(c for c in df.columns if c not in (LINE, RAW))}); "
             f"none of its {df.height} records were ingested"
         )
+    # Each column is coerced once (value ``__v<i>``, flag ``__b<i>``: present but unreadable);
+    # reasons are spelled out only for the rows that are rejected.
+    coerced: list[pl.Series] = []
     values: list[pl.Expr] = []
-    reasons: list[pl.Expr] = []
-    for col, dtype in readable.items():
+    reasons: list[tuple[int, str, str]] = []  # (column index, name in the file, what it must be)
+    for i, (col, dtype) in enumerate(readable.items()):
         if col not in df.columns:
             values.append(pl.lit(None, dtype=dtype).alias(col))
             continue
-        val, bad = coerce_expr(col, dtype)
-        values.append(val.alias(col))
-        shown = pl.col(col).cast(pl.String).str.slice(0, 80)
+        val, bad = coerce_series(df[col], dtype)
+        coerced += [val.alias(f"__v{i}"), bad.alias(f"__b{i}")]
+        values.append(pl.col(f"__v{i}").alias(col))
         kind = (f"a timestamp (ISO-8601 or epoch seconds, years {INGEST.min_year}-"
                 f"{INGEST.max_year})") if isinstance(dtype, pl.Datetime) else (
             "an integer" if dtype in (pl.Int64, pl.Int32) else "a finite number")
-        reasons.append(pl.when(bad).then(
-            pl.format("{}: '{}' is not {}", pl.lit(user_names.get(col, col)), shown,
-                      pl.lit(kind))))
-    typed = df.select(pl.col(LINE), pl.col(RAW), *values, *[r.alias(f"__r{i}")
-                                                           for i, r in enumerate(reasons)])
+        reasons.append((i, user_names.get(col, col), kind))
+    stage = df.with_columns(coerced)
+    typed = stage.select(pl.col(LINE), pl.col(RAW), *values,
+                         *[pl.col(f"__b{i}") for i, _, _ in reasons],
+                         *[pl.col(col).alias(f"__o{i}") for i, (col, _) in
+                           enumerate(readable.items()) if col in df.columns])
     if table == CHECKPOINT_WRITES.name:
         typed = typed.with_columns(pl.col("status").fill_null("ok").str.to_lowercase(),
                                    pl.col("tier").str.to_lowercase())
-    checks: list[pl.Expr] = []
-    for col in sorted(required):
-        checks.append(pl.when(pl.col(col).is_null() & pl.all_horizontal(
-            [pl.col(f"__r{i}").is_null() for i in range(len(reasons))])).then(
-            pl.lit(f"missing {col}")))
-    for bad, reason in _row_checks(table):
-        checks.append(pl.when(bad.fill_null(False)).then(pl.lit(reason)))
-    typed = typed.with_columns(
-        pl.concat_str([*(pl.col(f"__r{i}") for i in range(len(reasons))), *checks],
-                      separator="; ", ignore_nulls=True).alias("__reason")
-    ).with_columns(pl.when(pl.col("__reason") != "").then(pl.col("__reason")).alias("__reason"))
-    bad_rows = typed.filter(pl.col("__reason").is_not_null())
-    for line, raw, reason in bad_rows.select(LINE, RAW, "__reason").iter_rows():
-        out.rejects.append(Reject(reason, line, _clip(raw or ""), table))
-    good = typed.filter(pl.col("__reason").is_null())
+    unreadable = pl.any_horizontal([pl.col(f"__b{i}").fill_null(False) for i, _, _ in reasons]) \
+        if reasons else pl.lit(False)
+    checks: list[tuple[pl.Expr, str]] = [
+        (pl.col(col).is_null() & ~unreadable, f"missing {col}") for col in sorted(required)]
+    checks += [(bad.fill_null(False), reason) for bad, reason in _row_checks(table)]
+    flagged = pl.any_horizontal([unreadable, *(c for c, _ in checks)])
+    typed = typed.with_columns(flagged.alias("__bad"))
+    bad_rows = typed.filter(pl.col("__bad"))
+    if bad_rows.height:
+        texts = [pl.when(pl.col(f"__b{i}").fill_null(False)).then(pl.format(
+            "{}: '{}' is not {}", pl.lit(name),
+            pl.col(f"__o{i}").cast(pl.String).str.slice(0, 80), pl.lit(kind)))
+            for i, name, kind in reasons]
+        texts += [pl.when(c).then(pl.lit(reason)) for c, reason in checks]
+        why = pl.concat_str(texts, separator="; ", ignore_nulls=True)
+        for line, raw, reason in bad_rows.select(LINE, RAW, why.alias("__reason")).iter_rows():
+            out.rejects.append(Reject(reason, line, _clip(raw or ""), table))
+    good = typed.filter(~pl.col("__bad"))
     if table == CHECKPOINT_WRITES.name:
         good = _latest_per_rank(good, out, table)
         good = good.with_columns(
