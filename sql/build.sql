@@ -3,6 +3,7 @@
 -- Order: layer (lake, staging, intermediate, marts), then dependencies: the same order as
 -- ckptwatch.query.view_files() (tests/test_sql_marts.py checks it). Regenerate the list with
 --   .venv/bin/python -c "from ckptwatch.query import view_files; [print(f'.read sql/{f.parent.name}/{f.name}') for f in view_files()]"
+.read sql/session.sql
 .read sql/lake/checkpoint_writes.sql
 .read sql/lake/fabric_counters.sql
 .read sql/lake/jobs.sql
@@ -24,6 +25,7 @@
 .read sql/intermediate/int_lake_table_rows.sql
 .read sql/intermediate/int_node_leaves.sql
 .read sql/intermediate/int_signal_catalog.sql
+.read sql/intermediate/int_signal_counters.sql
 .read sql/intermediate/int_signal_samples.sql
 .read sql/marts/checkpoint_latency.sql
 .read sql/marts/counter_windows.sql

@@ -21,7 +21,7 @@ from tests.sql_seed import INGESTED, at, seed
 
 from ckptwatch.config import PROJECT_ROOT, sql_dir
 from ckptwatch.lake import Lake
-from ckptwatch.query import connect, run_sql, view_files
+from ckptwatch.query import SESSION_FILE, connect, run_sql, view_files
 
 SAMPLE = PROJECT_ROOT / "data" / "sample"
 MARTS = sorted(p.name.removesuffix(".contract.yml")
@@ -392,7 +392,8 @@ def test_readme_query_runs(synthetic_lake: Path, n: int) -> None:
 def test_build_sql_reads_every_view_in_the_runners_order() -> None:
     lines = [line for line in (sql_dir() / "build.sql").read_text().splitlines()
              if line.strip() and not line.startswith("--")]
-    expected = [f".read sql/{f.parent.name}/{f.name}" for f in view_files()]
+    expected = [f".read sql/{SESSION_FILE}"]
+    expected += [f".read sql/{f.parent.name}/{f.name}" for f in view_files()]
     assert lines == expected
 
 

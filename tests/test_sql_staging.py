@@ -247,3 +247,49 @@ def test_counter_deltas_are_never_negative(delta_con: duckdb.DuckDBPyConnection,
             assert delta == (value if reset else value - last_valid)
         if not invalid:
             last_valid = value
+
+
+def test_counter_deltas_of_a_name_list_are_the_views_rows_of_those_names(lake: Path) -> None:
+    seed(lake, "fabric_counters", [
+        fabric(0, 100), fabric(10, 150), fabric(20, 5),  # a reset
+        fabric(0, 7, counter="tx_prio3_pause"), fabric(10, 9, counter="tx_prio3_pause"),
+        fabric(0, 1, counter="port_xmit_bytes"), fabric(10, 2, counter="port_xmit_bytes"),
+    ])
+    cols = "counter, ts, prev_ts, delta, rate_per_s, reset, series_id"
+    some = rows(lake, f"select {cols} from stg_counter_deltas_of(['rx_prio3_pause', "
+                      "'tx_prio3_pause']) order by counter, ts")
+    view = rows(lake, f"select {cols} from stg_counter_deltas where counter <> "
+                      "'port_xmit_bytes' order by counter, ts")
+    assert some == view
+    assert [r["delta"] for r in some] == [None, 50.0, 5.0, None, 2.0]
+    assert len({r["series_id"] for r in some}) == 2  # one id per series
+    every = rows(lake, "select count(*) as n from stg_counter_deltas_of(null)")
+    assert every == [{"n": 7}]
+
+
+def test_attribution_reads_only_the_signal_counters(lake: Path) -> None:
+    seed(lake, "fabric_counters", [fabric(0, 1), fabric(0, 1, counter="port_rcv_errors")])
+    con = connect(lake)
+    try:
+        names = con.execute("select getvariable('int_signal_counters')").fetchone()
+        optimizers = con.execute("select current_setting('disabled_optimizers')").fetchone()
+    finally:
+        con.close()
+    assert names is not None and names[0] == ["rx_prio3_pause"]
+    assert optimizers is not None and "build_side_probe_side" in optimizers[0]
+
+
+def test_duckdb_memory_limit_comes_from_the_environment(lake: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from ckptwatch.errors import QueryError
+
+    monkeypatch.setenv("CKPTWATCH_DUCKDB_MEMORY", "512MB")
+    con = connect(lake)
+    try:
+        got = con.execute("select current_setting('memory_limit')").fetchone()
+    finally:
+        con.close()
+    assert got is not None and got[0] == "488.2 MiB"
+    monkeypatch.setenv("CKPTWATCH_DUCKDB_MEMORY", "lots")
+    with pytest.raises(QueryError, match="CKPTWATCH_DUCKDB_MEMORY='lots'.*use e.g. 3GB"):
+        connect(lake)

@@ -12,74 +12,13 @@ metric_names as (
     select * from stg_metric_names
 ),
 
+-- The deltas of the signal counters only (int_signal_counters; unset: every counter).
 counter_deltas as (
-    select * from stg_counter_deltas
+    select * from stg_counter_deltas_of(getvariable('int_signal_counters'))
 ),
 
 metric_samples as (
     select * from stg_metric_samples
-),
-
-gauges as (
-    select
-        source_table,
-        host,
-        device,
-        port,
-        pool,
-        metric as signal,
-        ts,
-        value,
-    from metric_samples
-    where kind = 'gauge'
-),
-
-gauge_intervals as (
-    select
-        *,
-        lag(ts) over (
-            partition by source_table, host, device, port, pool, signal order by ts
-        ) as prev_ts,
-    from gauges
-),
-
-samples as (
-    select
-        source_table,
-        host,
-        device,
-        port,
-        pool,
-        counter as signal,
-        'counter' as kind,
-        ts,
-        prev_ts,
-        interval_s,
-        value,
-        delta,
-        rate_per_s,
-        reset,
-        saturated,
-    from counter_deltas
-    where not invalid  -- not a reading; the next sample's interval spans it
-    union all
-    select
-        source_table,
-        host,
-        device,
-        port,
-        pool,
-        signal,
-        'gauge' as kind,
-        ts,
-        prev_ts,
-        epoch(ts - prev_ts) as interval_s,
-        value,
-        cast(null as double) as delta,
-        cast(null as double) as rate_per_s,
-        false as reset,
-        false as saturated,
-    from gauge_intervals
 ),
 
 signal_families as (
@@ -94,26 +33,81 @@ signal_families as (
     group by metric_names.source_table, metric_names.metric
 ),
 
-final as (
+-- Each branch meets the catalog (signal_families) before its own lag / union, so only signal
+-- series travel on.
+gauges as (
     select
-        samples.source_table,
+        metric_samples.source_table,
         signal_families.family,
-        samples.signal,
-        samples.kind,
-        samples.host,
-        samples.device,
-        samples.port,
-        samples.pool,
-        samples.ts,
-        samples.prev_ts,
-        samples.interval_s,
-        samples.value,
-        samples.delta,
-        samples.rate_per_s,
-        samples.reset,
-        samples.saturated,
-    from samples
-    inner join signal_families using (source_table, signal)
+        metric_samples.host,
+        metric_samples.device,
+        metric_samples.port,
+        metric_samples.pool,
+        metric_samples.metric as signal,
+        metric_samples.ts,
+        metric_samples.value,
+    from metric_samples
+    inner join signal_families
+        on metric_samples.source_table = signal_families.source_table
+        and metric_samples.metric = signal_families.signal
+    where metric_samples.kind = 'gauge'
+),
+
+gauge_intervals as (
+    select
+        *,
+        lag(ts) over (
+            partition by source_table, host, device, port, pool, signal order by ts
+        ) as prev_ts,
+    from gauges
+),
+
+counters as (
+    select
+        counter_deltas.source_table,
+        signal_families.family,
+        counter_deltas.counter as signal,
+        'counter' as kind,
+        counter_deltas.host,
+        counter_deltas.device,
+        counter_deltas.port,
+        counter_deltas.pool,
+        counter_deltas.ts,
+        counter_deltas.prev_ts,
+        counter_deltas.interval_s,
+        counter_deltas.value,
+        counter_deltas.delta,
+        counter_deltas.rate_per_s,
+        counter_deltas.reset,
+        counter_deltas.saturated,
+    from counter_deltas
+    inner join signal_families
+        on counter_deltas.source_table = signal_families.source_table
+        and counter_deltas.counter = signal_families.signal
+    where not counter_deltas.invalid  -- not a reading; the next sample's interval spans it
+),
+
+final as (
+    select * from counters
+    union all
+    select
+        source_table,
+        family,
+        signal,
+        'gauge' as kind,
+        host,
+        device,
+        port,
+        pool,
+        ts,
+        prev_ts,
+        epoch(ts - prev_ts) as interval_s,
+        value,
+        cast(null as double) as delta,
+        cast(null as double) as rate_per_s,
+        false as reset,
+        false as saturated,
+    from gauge_intervals
 )
 
 select * from final;

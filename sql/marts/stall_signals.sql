@@ -51,6 +51,9 @@ host_roles as (
     group by job_id, step, host
 ),
 
+-- Every host's samples, not only the stalls' hosts: a semi join here has DuckDB build its hash
+-- table on the ~20 M samples of a 512-node day (its estimate of them is far too low); the
+-- window join below keeps the stalls' hosts, and unused baselines cost one median each.
 series_samples as (
     select
         samples.*,
@@ -59,7 +62,6 @@ series_samples as (
             else samples.signal
         end as signal_group,
     from samples
-    semi join host_roles on samples.host = host_roles.host
     where samples.family <> 'traffic'
 ),
 
@@ -113,8 +115,8 @@ in_window as (
         stall_buckets.job_id,
         stall_buckets.step,
         sample_buckets.* exclude (bucket, sample_first_bucket),
-    from stall_buckets
-    inner join sample_buckets
+    from sample_buckets
+    inner join stall_buckets
         on sample_buckets.host = stall_buckets.host
         and sample_buckets.bucket = stall_buckets.bucket
     where

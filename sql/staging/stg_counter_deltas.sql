@@ -25,10 +25,17 @@
 -- A reset that leaves the value above prev cannot be told from traffic (as in Prometheus'
 -- increase). rate_per_s = delta / interval_s, in the counter's own unit per second. Deltas and
 -- rates are never negative. Values are double: counts above 2^53 lose precision.
-create or replace view stg_counter_deltas as
+-- The rules live in one table macro, stg_counter_deltas_of(counters): counters is a list of
+-- counter names to compute (null: every counter). The view is the macro over every counter;
+-- int_signal_samples calls it with the attribution signals only, so the name filter runs before
+-- the dedup and this window, in the Parquet scan, instead of after them (a 512-node day: 24 M
+-- of 37 M rows).
+create or replace macro stg_counter_deltas_of(counters) as table
 with
 fabric as (
-    select * from stg_fabric_counters
+    select *
+    from stg_fabric_counters
+    where counters is null or list_contains(counters, counter)
 ),
 
 metric_samples as (
@@ -61,17 +68,29 @@ samples as (
         ts,
         value,
     from metric_samples
-    where kind = 'counter'
+    where kind = 'counter' and (counters is null or list_contains(counters, metric))
 ),
 
+keyed as (
+    select
+        hash(source_table, host, device, port, pool, counter) as series_id,
+        *,
+    from samples
+),
+
+-- A series is told apart by series_id, a 64-bit hash of its key (source_table, host, device,
+-- port, pool, counter): partitioning by an integer instead of six strings halves the cost of
+-- this 35 M-row step. Two series could only mix if their keys shared a hash: with 100 k series
+-- the chance is about 3e-10 (DuckDB has a fast path for one integer partition key: adding
+-- source_table and counter as keys makes this step 3x slower).
 sequenced as (
     select
         *,
         lag(case when value >= 0 then ts end ignore nulls) over series as prev_ts,
         lag(case when value >= 0 then value end ignore nulls) over series as prev_value,
-    from samples
+    from keyed
     window series as (
-        partition by source_table, host, device, port, pool, counter
+        partition by series_id
         order by ts
     )
 ),
@@ -126,6 +145,7 @@ final as (
         port,
         pool,
         counter,
+        series_id,
         ts,
         prev_ts,
         interval_s,
@@ -141,3 +161,6 @@ final as (
 )
 
 select * from final;
+
+create or replace view stg_counter_deltas as
+select * from stg_counter_deltas_of(null);

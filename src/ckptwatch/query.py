@@ -1,24 +1,28 @@
 """DuckDB over the lake: build the views of ``sql/`` in layer order, run queries.
 
-The SQL files are the source of truth; each is ``create or replace view <file name> as …`` and
-reads the lake through the ``lake`` variable, so the same files run in the ``duckdb`` CLI after
-``SET VARIABLE lake = 'data/lake';`` (see ``sql/build.sql``).
+The SQL files are the source of truth; each is ``create or replace view <file name> as …`` (one,
+``int_signal_counters``, sets a variable of that name) and reads the lake through the ``lake``
+variable, so the same files run in the ``duckdb`` CLI after ``SET VARIABLE lake = 'data/lake';``
+(see ``sql/build.sql``). ``sql/session.sql`` holds the settings every connection runs first.
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from ckptwatch.config import sql_dir
+from ckptwatch.config import duckdb_memory_limit, sql_dir
 from ckptwatch.errors import LakeError, QueryError
 from ckptwatch.lake import Lake
 
 LAYERS = ("lake", "staging", "intermediate", "marts")
+#: Settings run on every connection before the views (``sql/session.sql``).
+SESSION_FILE = "session.sql"
 
 
 def view_files(root: Path | None = None) -> list[Path]:
@@ -45,6 +49,11 @@ def view_files(root: Path | None = None) -> list[Path]:
     return ordered
 
 
+def _setting(value: str) -> str:
+    """A value for ``SET name = '…'`` (settings take no parameters): quotes doubled."""
+    return value.replace("'", "''")
+
+
 def _strip_comments(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 
@@ -57,6 +66,20 @@ def connect(lake_root: Path | str, *, build: bool = True,
         raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
                         f"{lake.root}` first)")
     con = duckdb.connect(database)
+    session = sql_dir() / SESSION_FILE
+    if session.is_file():  # only settings: a SQL directory without it still builds (slower)
+        try:
+            con.execute(session.read_text()).fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(f"session settings ({session}): {exc}") from exc
+    limit = duckdb_memory_limit()
+    if limit:
+        spill = Path(tempfile.gettempdir()) / "ckptwatch-duckdb"
+        try:
+            con.execute(f"SET memory_limit = '{_setting(limit)}'").fetchall()
+            con.execute(f"SET temp_directory = '{_setting(str(spill))}'").fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(f"CKPTWATCH_DUCKDB_MEMORY={limit!r}: {exc} (use e.g. 3GB)") from exc
     con.execute("SET VARIABLE lake = ?", [str(lake.root)]).fetchall()
     if build:
         for f in view_files():
