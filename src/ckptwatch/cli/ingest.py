@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ckptwatch.cli._options import add_dask, add_lock_wait
 from ckptwatch.config import default_lake
 
 
@@ -25,15 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--flow", action="store_true",
                    help="run through the Prefect ingest flow (local ephemeral server) "
                    "instead of in-process")
-    p.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="run the Prefect ingest flow (implies --flow) with the files spread "
-                   "over a Dask cluster (needs prefect-dask: the [dask] extra): "
-                   "without ADDRESS a local cluster of 2 worker processes, with ADDRESS "
-                   "(tcp://host:8786) that scheduler; its workers must see RAW_DIR and the "
-                   "lake at the same paths")
-    p.add_argument("--lock-wait", type=float, default=600.0, metavar="SECONDS",
-                   help="how long to wait for another run holding the lake lock "
-                   "(default: %(default)s)")
+    add_dask(p, "run the Prefect ingest flow (implies --flow) with the files spread over a "
+             "Dask cluster")
+    add_lock_wait(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 

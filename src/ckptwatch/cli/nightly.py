@@ -8,6 +8,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from ckptwatch.cli._options import add_dask, add_lock_wait
 from ckptwatch.config import default_lake
 
 
@@ -41,15 +42,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--date", type=_day, default=None, metavar="YYYY-MM-DD",
                    help="the UTC day the report covers (default: the newest day with "
                    "checkpoints in the lake)")
-    p.add_argument("--lock-wait", type=float, default=600.0, metavar="SECONDS",
-                   help="how long to wait for another run holding the lake lock "
-                   "(default: %(default)s)")
-    p.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="spread the ingest step's files over a Dask cluster (needs prefect-dask: "
-                   "the [dask] extra; the other steps run here as before): "
-                   "without ADDRESS a local cluster of 2 worker processes, with ADDRESS "
-                   "(tcp://host:8786) that scheduler; its workers must see RAW_DIR and the "
-                   "lake at the same paths")
+    add_lock_wait(p)
+    add_dask(p, "spread the ingest step's files over a Dask cluster (the other steps run here "
+             "as before)")
     p.set_defaults(func=run)
 
 

@@ -1,0 +1,20 @@
+"""Options several commands share, defined once (``_``: not a command of its own)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_lock_wait(p: argparse.ArgumentParser) -> None:
+    """``--lock-wait SECONDS``: how long to wait for another run's lake lock."""
+    p.add_argument("--lock-wait", type=float, default=600.0, metavar="SECONDS",
+                   help="how long to wait for another run holding the lake lock "
+                   "(default: %(default)s)")
+
+
+def add_dask(p: argparse.ArgumentParser, what: str) -> None:
+    """``--dask [ADDRESS]``: run ``what`` on a Dask cluster (local when no address)."""
+    p.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help=f"{what} (needs prefect-dask: the [dask] extra): without ADDRESS a "
+                   "local cluster of 2 worker processes, with ADDRESS (tcp://host:8786) that "
+                   "scheduler; its workers must see RAW_DIR and the lake at the same paths")
