@@ -41,6 +41,8 @@ ROOT = BENCH.parent
 #: The DuckDB memory cap of the capped runs (``$CKPTWATCH_DUCKDB_MEMORY``): the peak RSS target
 #: is 4 GiB, and the Python side of a stage needs some of that.
 CAPPED = "3GB"
+#: A lookback that reaches every day of any lake: the nightly run over the whole lake.
+WHOLE_LAKE = 36500
 FORMATS = {
     "ingest checkpoints csv": ["checkpoints/*.csv"],
     "ingest checkpoints jsonl": ["checkpoints/*.jsonl"],
@@ -193,13 +195,15 @@ def stage_alerts(lake: Path) -> dict[str, Any]:
     return {"rows": len(run.alerts), "seconds": time.perf_counter() - t0, "unit": "alerts"}
 
 
-def stage_nightly(raw: Path, lake: Path) -> dict[str, Any]:
+def stage_nightly(raw: Path, lake: Path, fresh: bool = True,
+                  lookback_days: int = 0) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from pipelines.nightly import nightly_flow
 
-    shutil.rmtree(lake, ignore_errors=True)
+    if fresh:
+        shutil.rmtree(lake, ignore_errors=True)
     t0 = time.perf_counter()
-    out = nightly_flow(raw, lake, send=False)
+    out = nightly_flow(raw, lake, send=False, lookback_days=lookback_days)
     return {"rows": int(out.get("ingested", 0)), "seconds": time.perf_counter() - t0,
             "unit": "files"}
 
@@ -214,7 +218,9 @@ def child(argv: list[str]) -> None:
     else:
         res = {"views": stage_views, "marts": stage_marts, "counters": stage_counters,
                "attribution": stage_attribution, "alerts": stage_alerts}[name](args[0]) \
-            if name != "nightly" else stage_nightly(args[0], args[1])
+            if not name.startswith("nightly") \
+            else stage_nightly(args[0], args[1], fresh=name == "nightly",
+                               lookback_days=WHOLE_LAKE if name == "nightly-whole" else 0)
     res["rss_mb"] = _peak_mb()
     print("RESULT " + json.dumps(res))
 

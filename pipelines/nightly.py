@@ -34,6 +34,7 @@ from ckptwatch.report import (
     StallFindings,
     daily_report,
     find_stalls,
+    nightly_days,
     nightly_settings,
 )
 from ckptwatch.settings import Settings, load_settings, redact
@@ -53,44 +54,48 @@ def build_views(lake_root: Path) -> int:
 
 
 @task(task_run_name="stalls", cache_policy=NO_CACHE)
-def detect_stalls(lake_root: Path) -> StallFindings:
-    """Every stall and its ranked causes (the trained model when one is built)."""
-    return find_stalls(lake_root)
+def detect_stalls(lake_root: Path, days: tuple[date, date]) -> StallFindings:
+    """Every stall of ``days`` and its ranked causes (the trained model when one is built)."""
+    return find_stalls(lake_root, days)
 
 
 @task(task_run_name="alerts (send={send})", cache_policy=NO_CACHE)
 def evaluate_alerts(lake_root: Path, settings: Settings, send: bool,
-                    lock_wait_s: float) -> AlertRun:
+                    lock_wait_s: float, days: tuple[date, date]) -> AlertRun:
     """Timeout headroom of every job; with ``send``, deliver the due alerts and keep state.
 
     Not retried: a failed sink keeps its alerts pending in the alert state, and the next run
     sends them (a retry here would only repeat the same attempt seconds later).
     """
     return run_alerts(lake_root, settings, send=send, cause_provider=top_causes,
-                      lock_wait_s=lock_wait_s)
+                      lock_wait_s=lock_wait_s, days=days)
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="report", cache_policy=NO_CACHE)
 def write_daily_report(lake_root: Path, day: date | None, findings: StallFindings,
                        settings: Settings, alert_run: AlertRun | None,
-                       alerts_error: str | None, ingest: IngestReport) -> ReportFiles:
+                       alerts_error: str | None, ingest: IngestReport,
+                       days: tuple[date, date]) -> ReportFiles:
     """Build, render and write the day's report (writes files: retried)."""
     _facts, files = daily_report(lake_root, day=day, findings=findings, settings=settings,
                                  alert_run=alert_run, alerts_error=alerts_error,
-                                 ingest=ingest)
+                                 ingest=ingest, days=days)
     return files
 
 
 @flow(name="nightly", flow_run_name="nightly {raw_dir}", log_prints=True)
 def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, send: bool = True,
                  report_date: date | None = None, lock_wait_s: float = 600.0,
-                 dask: str | None = None) -> dict[str, Any]:
+                 dask: str | None = None, lookback_days: int = 0) -> dict[str, Any]:
     """Ingest, build views, stalls, alerts, report; return paths and counts.
 
     ``report_date``: the day the report covers (default: the newest day with checkpoints).
     ``send=False`` evaluates the alerts without sending or recording them (a dry run).
     ``dask``: run the ingest on a Dask task runner: ``"local"`` (a local cluster of 2 worker
     processes) or a scheduler address (``tcp://host:8786``); ``None``: one file at a time.
+    ``lookback_days``: the days before the report day that stalls, alerts and the report read
+    too (stall baselines, the alerts' trailing checkpoints); older days are not opened, so the
+    run's time and memory do not grow with the days the lake keeps.
     """
     logger = get_run_logger()
     raw_dir, lake_root = Path(raw_dir), Path(lake_root)
@@ -104,15 +109,17 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     run_ingest = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
     ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
     n_views = build_views(lake_root)
-    findings = detect_stalls(lake_root)
+    days = nightly_days(lake_root, report_date, lookback_days)
+    logger.info("nightly: reading %s to %s", days[0], days[1])
+    findings = detect_stalls(lake_root, days)
     alert_run: AlertRun | None = None
     alerts_error: str | None = None
     try:
-        alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s)
+        alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s, days)
     except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail the run below
         alerts_error = redact(str(exc), settings.secrets())
-    files = write_daily_report(lake_root, report_date, findings, settings, alert_run,
-                               alerts_error, ingest)
+    files = write_daily_report(lake_root, days[1], findings, settings, alert_run,
+                               alerts_error, ingest, days)
     causes: dict[str, int] = {}
     for s in findings.stalls:
         causes[s["cause"]] = causes.get(s["cause"], 0) + 1

@@ -293,3 +293,46 @@ def test_duckdb_memory_limit_comes_from_the_environment(lake: Path,
     monkeypatch.setenv("CKPTWATCH_DUCKDB_MEMORY", "lots")
     with pytest.raises(QueryError, match="CKPTWATCH_DUCKDB_MEMORY='lots'.*use e.g. 3GB"):
         connect(lake)
+
+
+def _copy_to_day(lake: Path, table: str, part: str, day: str) -> None:
+    """Put a copy of ``table``'s seeded part ``part`` under the partition of ``day``."""
+    src = next((lake / table).glob(f"date=*/part-{part}.parquet"))
+    dest = lake / table / f"date={day}" / f"part-{part}-copy.parquet"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(src.read_bytes())
+
+
+def test_connect_days_reads_only_those_days_partitions(lake: Path) -> None:
+    from datetime import date
+
+    from ckptwatch.errors import QueryError
+
+    seed(lake, "fabric_counters", [fabric(0, 1), fabric(10, 2)], part="a")  # 2026-11-28
+    _copy_to_day(lake, "fabric_counters", "a", "2026-11-20")
+    seed(lake, "checkpoint_writes", [write(0, 10.0)], part="c")
+    _copy_to_day(lake, "checkpoint_writes", "c", "2026-11-20")
+    count = ("select (select count(*) from fabric_counters) as fabric, "
+             "(select count(*) from checkpoint_writes) as writes")
+    assert rows(lake, count) == [{"fabric": 4, "writes": 2}]
+    con = connect(lake, days=(date(2026, 11, 27), date(2026, 11, 28)))
+    try:
+        assert run_sql(con, count).to_dicts() == [{"fabric": 2, "writes": 1}]
+    finally:
+        con.close()
+    with pytest.raises(QueryError, match="days: 2026-11-28 is after 2026-11-27"):
+        connect(lake, days=(date(2026, 11, 28), date(2026, 11, 27)))
+
+
+def test_nightly_days_end_on_the_newest_checkpoint_day(lake: Path) -> None:
+    from datetime import date
+
+    from ckptwatch.errors import ConfigError
+    from ckptwatch.report import nightly_days
+
+    seed(lake, "checkpoint_writes", [write(0, 10.0)], part="c")  # 2026-11-28
+    _copy_to_day(lake, "checkpoint_writes", "c", "2026-11-20")
+    assert nightly_days(lake, None, 1) == (date(2026, 11, 27), date(2026, 11, 28))
+    assert nightly_days(lake, date(2026, 11, 20), 0) == (date(2026, 11, 20), date(2026, 11, 20))
+    with pytest.raises(ConfigError, match="lookback days must be 0 or more, not -1"):
+        nightly_days(lake, None, -1)

@@ -39,7 +39,7 @@ import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -599,7 +599,8 @@ def _would_send(due: Sequence[Alert], pending: Mapping[str, Mapping[str, Alert]]
 def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
                now: datetime | None = None, sinks: Sequence[Sink] | None = None,
                cause_provider: CauseProvider | None = None,
-               lock_wait_s: float = 600.0) -> AlertRun:
+               lock_wait_s: float = 600.0,
+               days: tuple[date, date] | None = None) -> AlertRun:
     """Evaluate the lake's jobs; with ``send``, deliver due alerts and record the state.
 
     ``now`` (default: the current time) given explicitly evaluates as of that time: checkpoints
@@ -607,14 +608,15 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
     send would deliver now. With
     ``send`` the lake lock is held from reading the state to writing it; a sink that fails keeps
     its alerts pending in the state for the next run and is listed in ``failures``.
-    ``sinks`` defaults to those the settings configure.
+    ``sinks`` defaults to those the settings configure. ``days``: read only those days of the
+    lake (see ``query.connect``; the nightly run passes its report day and lookback).
     """
     from ckptwatch.query import connect
 
     as_of = now  # an explicit time is a replay: leave out checkpoints that ended after it
     now = now or datetime.now(UTC)
     sinks = build_sinks(settings) if sinks is None else list(sinks)
-    con = connect(lake_root)
+    con = connect(lake_root, days=days)
     try:
         checkpoints, jobs = load_window(con, settings.alerts, as_of)
         causes = cause_provider(con, checkpoints) if cause_provider else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,15 @@ def _strip_comments(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 
 
-def connect(lake_root: Path | str, *, build: bool = True,
-            database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with every view of ``sql/`` built over the lake."""
+def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
+            days: tuple[date, date] | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every view of ``sql/`` built over the lake.
+
+    ``days`` (first, last; inclusive): the time-series tables (checkpoints, SMART, fabric, pool)
+    show only those days' partitions, and DuckDB opens only their files; ``None``: every day.
+    """
+    if days is not None and days[0] > days[1]:
+        raise QueryError(f"days: {days[0]} is after {days[1]}")
     lake = Lake(lake_root)
     if not lake.exists():
         raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
@@ -81,6 +88,9 @@ def connect(lake_root: Path | str, *, build: bool = True,
         except duckdb.Error as exc:
             raise QueryError(f"CKPTWATCH_DUCKDB_MEMORY={limit!r}: {exc} (use e.g. 3GB)") from exc
     con.execute("SET VARIABLE lake = ?", [str(lake.root)]).fetchall()
+    if days is not None:
+        con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
+        con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
         for f in view_files():
             try:

@@ -32,7 +32,7 @@ import duckdb
 import polars as pl
 
 from ckptwatch import __version__
-from ckptwatch.errors import CkptwatchError, SinkError
+from ckptwatch.errors import CkptwatchError, ConfigError, SinkError
 from ckptwatch.lake import atomic_write_bytes
 from ckptwatch.query import connect, run_sql
 from ckptwatch.settings import Settings, redact
@@ -93,12 +93,13 @@ def nightly_settings(settings: Settings, lake_root: Path | str) -> Settings:
     return replace(settings, sinks=sinks)
 
 
-def find_stalls(lake_root: Path | str) -> StallFindings:
-    """Every stall with its causes (the default model when one is built, else rules only)."""
+def find_stalls(lake_root: Path | str, days: tuple[date, date] | None = None) -> StallFindings:
+    """Every stall with its causes (the default model when one is built, else rules only);
+    ``days``: only those days of the lake (see ``query.connect``)."""
     from ckptwatch.attribution import load_default_model, stall_reports
 
     model = load_default_model()
-    con = connect(lake_root)
+    con = connect(lake_root, days=days)
     try:
         return StallFindings(stall_reports(con, None, model), model is not None)
     finally:
@@ -138,6 +139,24 @@ def report_day(con: duckdb.DuckDBPyConnection, day: date | None = None) -> date:
     if latest is None:
         return datetime.now(UTC).date()
     return latest.astimezone(UTC).date()
+
+
+def nightly_days(lake_root: Path | str, day: date | None,
+                 lookback_days: int) -> tuple[date, date]:
+    """The days a nightly run reads: the report day (``day``, or the newest day with
+    checkpoints) and the ``lookback_days`` before it (stall baselines and the alerts' trailing
+    checkpoints come from there). Bounds the run's time and memory whatever the lake keeps."""
+    if lookback_days < 0:
+        raise ConfigError(f"lookback days must be 0 or more, not {lookback_days}")
+    if day is None:
+        con = connect(lake_root)
+        try:
+            newest = run_sql(con, "select max(date) as day from checkpoint_writes "
+                                  "where date > date '1970-01-01'")["day"][0]
+        finally:
+            con.close()
+        day = newest or datetime.now(UTC).date()
+    return day - timedelta(days=lookback_days), day
 
 
 def _day_bounds(day: date) -> tuple[datetime, datetime]:
@@ -671,9 +690,11 @@ def write_report(lake_root: Path | str, report: Mapping[str, Any], page: str) ->
 def daily_report(lake_root: Path | str, *, day: date | None, findings: StallFindings,
                  settings: Settings, alert_run: AlertRun | None = None,
                  alerts_error: str | None = None, ingest: IngestReport | None = None,
-                 plans: bool = True) -> tuple[dict[str, Any], ReportFiles]:
-    """Build, render and write the day's report; returns its facts and where it went."""
-    con = connect(lake_root)
+                 plans: bool = True, days: tuple[date, date] | None = None,
+                 ) -> tuple[dict[str, Any], ReportFiles]:
+    """Build, render and write the day's report; returns its facts and where it went.
+    ``days``: read only those days of the lake (see ``query.connect``)."""
+    con = connect(lake_root, days=days)
     try:
         report = build_report(con, lake_root, day=day, findings=findings, settings=settings,
                               alert_run=alert_run, alerts_error=alerts_error, ingest=ingest,

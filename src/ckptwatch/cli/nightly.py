@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--date", type=_day, default=None, metavar="YYYY-MM-DD",
                    help="the UTC day the report covers (default: the newest day with "
                    "checkpoints in the lake)")
+    p.add_argument("--lookback-days", type=int, default=0, metavar="N",
+                   help="days before the report day that stalls, alerts and the report read "
+                   "too (stall baselines, the alerts' trailing checkpoints); older days are not "
+                   "opened, so the run does not grow with the lake (default: %(default)s)")
     add_lock_wait(p)
     add_dask(p, "spread the ingest step's files over a Dask cluster (the other steps run here "
              "as before)")
@@ -85,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = module.nightly_flow(args.raw_dir, args.lake, config=args.config,
                                      send=args.send, report_date=args.date,
-                                     lock_wait_s=args.lock_wait, dask=args.dask)
+                                     lock_wait_s=args.lock_wait, dask=args.dask,
+                                     lookback_days=args.lookback_days)
     except AlertsUndeliveredError as exc:
         print(render_result(exc.result, args.raw_dir, args.lake))
         print(f"ckptwatch nightly: {exc}", file=sys.stderr)
