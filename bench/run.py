@@ -266,6 +266,9 @@ def main() -> int:
     print(_header(), flush=True)
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
+    from ckptwatch.lake import Lake
+
+    Lake(lake).init()  # once, as a deployment does: not a cost of the first format's stage
     total: dict[str, Any] = {"rows": 0, "seconds": 0.0, "rss_mb": 0.0, "ref_seconds": 0.0}
     for stage, patterns in FORMATS.items():  # one format after the other into one lake
         sub = work / stage.replace(" ", "-").replace("+", "-")
