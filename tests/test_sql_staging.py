@@ -290,6 +290,13 @@ def test_duckdb_memory_limit_comes_from_the_environment(lake: Path,
     finally:
         con.close()
     assert got is not None and got[0] == "488.2 MiB"
+    from ckptwatch.config import duckdb_memory, duckdb_memory_limit
+
+    with duckdb_memory("1GB"):  # the nightly run's cap, for its block only
+        assert duckdb_memory_limit() == "1GB"
+    assert duckdb_memory_limit() == "512MB"
+    monkeypatch.setenv("CKPTWATCH_DUCKDB_MEMORY", "none")
+    assert duckdb_memory_limit() is None
     monkeypatch.setenv("CKPTWATCH_DUCKDB_MEMORY", "lots")
     with pytest.raises(QueryError, match="CKPTWATCH_DUCKDB_MEMORY='lots'.*use e.g. 3GB"):
         connect(lake)

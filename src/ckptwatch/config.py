@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,5 +54,24 @@ INGEST = IngestSettings()
 def duckdb_memory_limit() -> str | None:
     """``$CKPTWATCH_DUCKDB_MEMORY`` (e.g. ``3GB``): cap DuckDB's memory; it spills to disk
     beyond it (slower: attribution of a 512-node day takes ~35 s at 3GB instead of ~27 s and
-    8 GB). Unset: DuckDB's default (80 % of RAM)."""
-    return os.environ.get("CKPTWATCH_DUCKDB_MEMORY") or None
+    8 GB). Unset or ``none``: DuckDB's default (80 % of RAM)."""
+    value = os.environ.get("CKPTWATCH_DUCKDB_MEMORY", "").strip()
+    return None if not value or value.lower() == "none" else value
+
+
+@contextmanager
+def duckdb_memory(limit: str | None) -> Iterator[None]:
+    """Within the block, connections cap DuckDB at ``limit`` (``None``: leave the environment
+    as it is); restores ``$CKPTWATCH_DUCKDB_MEMORY`` afterwards."""
+    if limit is None:
+        yield
+        return
+    old = os.environ.get("CKPTWATCH_DUCKDB_MEMORY")
+    os.environ["CKPTWATCH_DUCKDB_MEMORY"] = limit
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CKPTWATCH_DUCKDB_MEMORY", None)
+        else:
+            os.environ["CKPTWATCH_DUCKDB_MEMORY"] = old

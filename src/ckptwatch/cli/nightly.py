@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="days before the report day that stalls, alerts and the report read "
                    "too (stall baselines, the alerts' trailing checkpoints); older days are not "
                    "opened, so the run does not grow with the lake (default: %(default)s)")
+    p.add_argument("--duckdb-memory", default=None, metavar="SIZE",
+                   help="DuckDB's memory cap for the steps after the ingest (e.g. 3GB; none: "
+                   "80%% of RAM); DuckDB spills to a temp directory beyond it (default: "
+                   "$CKPTWATCH_DUCKDB_MEMORY, else 3GB)")
     add_lock_wait(p)
     add_dask(p, "spread the ingest step's files over a Dask cluster (the other steps run here "
              "as before)")
@@ -90,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         result = module.nightly_flow(args.raw_dir, args.lake, config=args.config,
                                      send=args.send, report_date=args.date,
                                      lock_wait_s=args.lock_wait, dask=args.dask,
-                                     lookback_days=args.lookback_days)
+                                     lookback_days=args.lookback_days,
+                                     duckdb_memory=args.duckdb_memory)
     except AlertsUndeliveredError as exc:
         print(render_result(exc.result, args.raw_dir, args.lake))
         print(f"ckptwatch nightly: {exc}", file=sys.stderr)
