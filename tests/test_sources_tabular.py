@@ -177,3 +177,15 @@ def test_typed_coercion_is_the_text_coercion(source: pl.DataType, target: pl.Dat
     want = df.select(value.alias("v"), bad.alias("b"))
     value, bad = coerce.typed_coerce_expr("x", target, source)
     assert df.select(value.alias("v"), bad.alias("b")).equals(want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                          st.integers(min_value=-(2**62), max_value=2**62)), max_size=12))
+def test_epoch_numbers_read_as_their_text_would(values: list[float | int | None]) -> None:
+    """A column the reader typed as numbers skips the text round trip, with the same result."""
+    floats = pl.Series("t", [None if v is None else float(v) for v in values], dtype=pl.Float64)
+    for s in (floats, floats.cast(pl.Int64, strict=False)):
+        value, bad = coerce.timestamp_series(s)
+        text_value, text_bad = coerce.timestamp_series(s.cast(pl.String))
+        assert value.equals(text_value) and bad.equals(text_bad)

@@ -93,9 +93,16 @@ def timestamp_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
     format is tried only on the rows that no earlier reading (epoch, or an earlier format)
     read, so a column of epoch seconds or of one ISO spelling is parsed once, not five times.
     """
-    frame = pl.DataFrame({"raw": s}).select(raw=pl.col("raw").cast(pl.String).str.strip_chars())
-    raw = frame["raw"]
-    num = raw.cast(pl.Float64, strict=False)
+    if s.dtype.is_numeric():  # epoch numbers as read: no round trip through text
+        raw = None
+        num = s.cast(pl.Float64)
+        present = s.is_not_null()
+    else:
+        frame = pl.DataFrame({"raw": s}).select(
+            raw=pl.col("raw").cast(pl.String).str.strip_chars())
+        raw = frame["raw"]
+        num = raw.cast(pl.Float64, strict=False)
+        present = raw.is_not_null() & (raw != "")
     epoch_s = pl.when(pl.col("n").abs() > EPOCH_MS_ABOVE).then(pl.col("n") / 1000.0) \
         .otherwise(pl.col("n"))
     val = pl.DataFrame({"n": num}).select(
@@ -104,8 +111,8 @@ def timestamp_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
         .otherwise(None)
         .cast(pl.Datetime("us", "UTC"))
     ).to_series()
-    todo = (val.is_null() & raw.is_not_null()).arg_true()
-    if todo.len():
+    todo = (val.is_null() & raw.is_not_null()).arg_true() if raw is not None else None
+    if raw is not None and todo is not None and todo.len():
         iso = raw.gather(todo).str.replace(r"[Zz]$", "+00:00")
         got = pl.Series(dtype=pl.Datetime("us", "UTC")).extend_constant(None, todo.len())
         for f in ISO_FORMATS:
@@ -116,13 +123,11 @@ def timestamp_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
                                                        time_unit="us")
             got = got.scatter(left, parsed)
         val = val.scatter(todo, got)
-    checked = pl.DataFrame({"v": val, "raw": raw}).select(
+    ok = pl.DataFrame({"v": val}).select(
         ok=pl.col("v").is_not_null() & (pl.col("v").dt.year() >= INGEST.min_year)
-        & (pl.col("v").dt.year() <= INGEST.max_year),
-        present=pl.col("raw").is_not_null() & (pl.col("raw") != ""))
-    ok = checked["ok"]
+        & (pl.col("v").dt.year() <= INGEST.max_year))["ok"]
     value = pl.select(pl.when(ok).then(val).otherwise(None)).to_series()
-    return value.alias(s.name), (checked["present"] & ~ok).alias(s.name)
+    return value.alias(s.name), (present & ~ok).alias(s.name)
 
 
 def typed_coerce_expr(col: str, dtype: pl.DataType,
@@ -150,8 +155,8 @@ def int_series(s: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
     ``1.2e10``) runs only on the rows that do not read as an integer."""
     raw = _text(s)
     val = raw.cast(pl.Int64, strict=False)
-    todo = (val.is_null() & raw.is_not_null()).arg_true()
-    if todo.len():
+    todo = (val.is_null() & raw.is_not_null()).arg_true() if raw is not None else None
+    if raw is not None and todo is not None and todo.len():
         as_float = raw.gather(todo).cast(pl.Float64, strict=False)
         from_float = pl.select(
             pl.when(as_float.is_finite() & (as_float == as_float.round(0))
