@@ -20,6 +20,7 @@ See RELIABILITY.md for the guarantees and the tests that prove them.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import fcntl
 import hashlib
@@ -152,6 +153,16 @@ class Lake:
     def glob(self, table: str) -> str:
         """Glob of every part of ``table`` (for DuckDB ``read_parquet``)."""
         return str(self.root / table / "*" / "*.parquet")
+
+    def days(self, table: str) -> list[dt.date]:
+        """The days of ``table``'s partitions that hold data parts, oldest first (the schema
+        stub's partition is not a day of data)."""
+        found = []
+        for d in self.table_dir(table).glob("date=*"):
+            if d.name != SCHEMA_PARTITION and any(d.glob("*.parquet")):
+                with contextlib.suppress(ValueError):  # not a partition this lake wrote
+                    found.append(dt.date.fromisoformat(d.name.removeprefix("date=")))
+        return sorted(found)
 
     def init(self) -> None:
         """Create the lake and a zero-row schema part per table (idempotent).

@@ -33,7 +33,7 @@ import polars as pl
 
 from ckptwatch import __version__
 from ckptwatch.errors import CkptwatchError, ConfigError, SinkError
-from ckptwatch.lake import atomic_write_bytes
+from ckptwatch.lake import Lake, atomic_write_bytes
 from ckptwatch.query import connect, run_sql
 from ckptwatch.settings import Settings, redact
 
@@ -148,14 +148,9 @@ def nightly_days(lake_root: Path | str, day: date | None,
     checkpoints come from there). Bounds the run's time and memory whatever the lake keeps."""
     if lookback_days < 0:
         raise ConfigError(f"lookback days must be 0 or more, not {lookback_days}")
-    if day is None:
-        con = connect(lake_root)
-        try:
-            newest = run_sql(con, "select max(date) as day from checkpoint_writes "
-                                  "where date > date '1970-01-01'")["day"][0]
-        finally:
-            con.close()
-        day = newest or datetime.now(UTC).date()
+    if day is None:  # the newest checkpoint partition: a directory listing, no views built
+        known = Lake(lake_root).days("checkpoint_writes")
+        day = known[-1] if known else datetime.now(UTC).date()
     return day - timedelta(days=lookback_days), day
 
 
