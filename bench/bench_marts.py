@@ -28,9 +28,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ckptwatch.lake import Lake
-from ckptwatch.query import connect
-from ckptwatch.schema import CHECKPOINT_WRITES, FABRIC_COUNTERS, JOBS
+from ckptwatch.lake.query import connect
+from ckptwatch.lake.schema import CHECKPOINT_WRITES, FABRIC_COUNTERS, JOBS
+from ckptwatch.lake.store import Lake
 
 OUT = Path(__file__).resolve().parent / "out"
 DAY = datetime(2026, 3, 2, tzinfo=UTC)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 
-from ckptwatch.lake import Lake
-from ckptwatch.schema import TABLES
+from ckptwatch.lake.schema import TABLES
+from ckptwatch.lake.store import Lake
 
 
 def table_digest(lake_root: Path, table: str) -> tuple[int, str]:

@@ -1,6 +1,6 @@
 """Generate one simulated cluster-day in the real raw formats for the benchmarks.
 
-Calls ``ckptwatch.simulate.simulate`` (the same generator as ``ckptwatch simulate``): topology,
+Calls ``ckptwatch.simulate.scenario.simulate`` (the same generator as ``ckptwatch simulate``): topology,
 jobs, per-rank checkpoint records (CSV and JSON Lines), pool metrics (CSV), SMART envelopes
 (smartctl / nvme-cli JSON) and fabric envelopes (ethtool -S / perfquery -x text) per node.
 
@@ -20,7 +20,7 @@ import argparse
 import time
 from pathlib import Path
 
-from ckptwatch.simulate import simulate
+from ckptwatch.simulate.scenario import simulate
 
 OUT = Path(__file__).resolve().parent / "out"
 

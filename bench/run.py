@@ -73,7 +73,7 @@ def _subset(raw: Path, patterns: list[str], dest: Path) -> list[Path]:
 
 
 def stage_ingest(raw: Path, lake: Path, fresh: bool = True) -> dict[str, Any]:
-    from ckptwatch.ingest import ingest
+    from ckptwatch.ingest.run import ingest
 
     if fresh:
         shutil.rmtree(lake, ignore_errors=True)
@@ -126,7 +126,7 @@ def stage_reference_ingest(files: list[Path], out: Path) -> dict[str, Any]:
 
 
 def stage_views(lake: Path) -> dict[str, Any]:
-    from ckptwatch.query import connect
+    from ckptwatch.lake.query import connect
 
     t0 = time.perf_counter()
     con = connect(lake)
@@ -149,8 +149,8 @@ def stage_marts(lake: Path) -> dict[str, Any]:
     sys.path.insert(0, str(BENCH))
     from bench_marts import REFERENCE_SAME_COLUMNS
 
-    from ckptwatch.lake import Lake
-    from ckptwatch.query import connect
+    from ckptwatch.lake.query import connect
+    from ckptwatch.lake.store import Lake
 
     con = connect(lake)
     params = {"ckpt_glob": Lake(lake).glob("checkpoint_writes")}
@@ -165,8 +165,8 @@ def stage_counters(lake: Path) -> dict[str, Any]:
     sys.path.insert(0, str(BENCH))
     from bench_marts import REFERENCE_LAG
 
-    from ckptwatch.lake import Lake
-    from ckptwatch.query import connect
+    from ckptwatch.lake.query import connect
+    from ckptwatch.lake.store import Lake
 
     con = connect(lake)
     params = {"fabric_glob": Lake(lake).glob("fabric_counters")}
@@ -178,8 +178,8 @@ def stage_counters(lake: Path) -> dict[str, Any]:
 
 
 def stage_attribution(lake: Path) -> dict[str, Any]:
-    from ckptwatch.attribution import stall_reports
-    from ckptwatch.query import connect
+    from ckptwatch.analysis.attribution import stall_reports
+    from ckptwatch.lake.query import connect
 
     t0 = time.perf_counter()
     con = connect(lake)
@@ -188,7 +188,7 @@ def stage_attribution(lake: Path) -> dict[str, Any]:
 
 
 def stage_alerts(lake: Path) -> dict[str, Any]:
-    from ckptwatch.alerts import run_alerts
+    from ckptwatch.alerts.evaluate import run_alerts
     from ckptwatch.settings import load_settings
 
     t0 = time.perf_counter()
@@ -199,7 +199,7 @@ def stage_alerts(lake: Path) -> dict[str, Any]:
 def stage_nightly(raw: Path, lake: Path, fresh: bool = True,
                   lookback_days: int = 0) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from pipelines.nightly import nightly_flow
+    from ckptwatch.flows.nightly import nightly_flow
 
     if fresh:
         shutil.rmtree(lake, ignore_errors=True)
@@ -267,7 +267,7 @@ def main() -> int:
     print(_header(), flush=True)
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
-    from ckptwatch.lake import Lake
+    from ckptwatch.lake.store import Lake
 
     Lake(lake).init()  # once, as a deployment does: not a cost of the first format's stage
     total: dict[str, Any] = {"rows": 0, "seconds": 0.0, "rss_mb": 0.0, "ref_seconds": 0.0}

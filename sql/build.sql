@@ -1,8 +1,8 @@
 -- Build every ckptwatch view in the duckdb CLI, from the project root:
 --   duckdb -cmd "SET VARIABLE lake = 'data/lake'" -cmd ".read sql/build.sql"
 -- Order: layer (lake, staging, intermediate, marts), then dependencies: the same order as
--- ckptwatch.query.view_files() (tests/test_sql_marts.py checks it). Regenerate the list with
---   .venv/bin/python -c "from ckptwatch.query import view_files; [print(f'.read sql/{f.parent.name}/{f.name}') for f in view_files()]"
+-- ckptwatch.lake.query.view_files() (tests/sql/test_marts.py checks it). Regenerate the list with
+--   .venv/bin/python -c "from ckptwatch.lake.query import view_files; [print(f'.read sql/{f.parent.name}/{f.name}') for f in view_files()]"
 .read sql/session.sql
 .read sql/lake/checkpoint_writes.sql
 .read sql/lake/fabric_counters.sql

@@ -1,4 +1,4 @@
--- Session settings every ckptwatch connection runs before the views (ckptwatch.query.connect
+-- Session settings every ckptwatch connection runs before the views (ckptwatch.lake.query.connect
 -- reads this file; sql/build.sql reads it first in the duckdb CLI).
 --
 -- Hash joins build on the side the SQL puts on the right. DuckDB otherwise picks the build side
@@ -8,3 +8,18 @@
 -- tables on the 20 M rows: attribution of that day took 32 s and 13 GB instead of 24 s and
 -- 5 GB. The views are written with the small side of each join on the right.
 set disabled_optimizers = 'build_side_probe_side';
+
+-- Detection thresholds (DESIGN "Definitions"): their one definition. ckptwatch reads these
+-- defaults (ckptwatch.analysis.detection.DetectionSettings) and sets its overrides (CLI flags)
+-- as the same variables; in the duckdb CLI, SET VARIABLE stall_factor = 3; after this file.
+-- A stall: barrier >= stall_factor x the job's rolling median and >= stall_min_excess_s over it.
+set variable stall_factor = 2.0;
+set variable stall_min_excess_s = 1.0;
+-- A slow rank of a stall: duration >= slow_rank_factor x the job's normal rank duration and
+-- >= slow_rank_min_excess_s over it.
+set variable slow_rank_factor = 1.5;
+set variable slow_rank_min_excess_s = 0.5;
+-- A straggler: duration >= straggler_factor x its checkpoint's p50 and
+-- >= straggler_min_excess_s over it.
+set variable straggler_factor = 2.0;
+set variable straggler_min_excess_s = 1.0;

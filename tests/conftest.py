@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from ckptwatch.cli.main import main
-from ckptwatch.lake import Lake
+from ckptwatch.lake.store import Lake
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +75,7 @@ def lake_rows(lake_root: Path) -> dict[str, list[tuple[object, ...]]]:
     """Every table's rows without ``ingested_ts``, sorted: compares two lakes' content."""
     lake = Lake(lake_root)
     out = {}
-    from ckptwatch.schema import TABLES
+    from ckptwatch.lake.schema import TABLES
 
     for name in TABLES:
         df = lake.read(name).drop("ingested_ts")

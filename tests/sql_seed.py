@@ -10,9 +10,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ckptwatch.lake import Lake
-from ckptwatch.query import connect, run_sql
-from ckptwatch.schema import TABLES
+from ckptwatch.lake.query import connect, run_sql
+from ckptwatch.lake.schema import TABLES
+from ckptwatch.lake.store import Lake
 
 T0 = datetime(2026, 11, 28, tzinfo=UTC)
 INGESTED = datetime(2026, 11, 29, tzinfo=UTC)

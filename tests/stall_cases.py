@@ -13,8 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ckptwatch.lake import Lake
-from ckptwatch.schema import TABLES
+from ckptwatch.lake.schema import TABLES
+from ckptwatch.lake.store import Lake
 
 T0 = datetime(2026, 11, 28, tzinfo=UTC)
 N_CKPT = 12

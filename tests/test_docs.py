@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import yaml
+from prefect import Flow
+from prefect.flows import load_flow_from_entrypoint
 
 from ckptwatch.cli.main import build_parser
 
@@ -45,8 +47,9 @@ def test_flows_in_readme_and_prefect_yaml_exist() -> None:
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     for dep in spec["deployments"]:
         path, func = dep["entrypoint"].split(":")
-        source = (ROOT / path).read_text()
-        assert f"def {func}(" in source, dep["entrypoint"]
+        # Load the entry point as Prefect does (by file path): it names a flow object.
+        flow_obj = load_flow_from_entrypoint(str(ROOT / path) + ":" + func)
+        assert isinstance(flow_obj, Flow), dep["entrypoint"]
         assert f"`{dep['entrypoint']}`" in README
         for sched in dep.get("schedules", []):
             assert sched["timezone"] == "UTC"

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from tests.conftest import hot_lake
 
-from ckptwatch import alert_sinks
+from ckptwatch.alerts import sinks as alert_sinks
 from ckptwatch.cli.main import main
 
 T0 = datetime(2026, 11, 28, tzinfo=UTC)

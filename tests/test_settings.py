@@ -7,8 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
+from tests.conftest import PROJECT_ROOT
 
-from ckptwatch.config import PROJECT_ROOT
 from ckptwatch.settings import (
     AlertSettings,
     ConfigError,

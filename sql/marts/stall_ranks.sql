@@ -3,7 +3,7 @@
 -- normal_*: medians over the job's checkpoints that are not stalls (per-checkpoint medians of
 -- rank duration and of each phase, then the median of those). excess = value - normal.
 -- is_slow: duration_s >= slow_rank_factor * normal_rank_s and at least slow_rank_min_excess_s
--- over it (defaults 1.5 and 0.5 s). Unlike `stragglers` (far above the checkpoint's own p50),
+-- over it (defaults in sql/session.sql). Unlike `stragglers` (far above the checkpoint's own p50),
 -- this still finds the slow ranks when most of a checkpoint is slow.
 create or replace view stall_ranks as
 with
@@ -21,8 +21,8 @@ node_leaves as (
 
 settings as (
     select
-        coalesce(cast(getvariable('slow_rank_factor') as double), 1.5) as factor,
-        coalesce(cast(getvariable('slow_rank_min_excess_s') as double), 0.5) as min_excess_s,
+        cast(getvariable('slow_rank_factor') as double) as factor,
+        cast(getvariable('slow_rank_min_excess_s') as double) as min_excess_s,
 ),
 
 normal_checkpoints as (

@@ -2,7 +2,7 @@
 -- baseline_s: the median barrier time of the job's previous 10 checkpoints (the job's overall
 -- median while fewer than 3 precede): robust to the stalls among them.
 -- A stall: barrier_s >= stall_factor * baseline_s and barrier_s - baseline_s >=
--- stall_min_excess_s (defaults 2.0 and 1.0 s; SET VARIABLE stall_factor = 3; to change).
+-- stall_min_excess_s (defaults in sql/session.sql; SET VARIABLE stall_factor = 3; to change).
 -- Detection looks at the barrier only: no checkpoint is a stall because a signal moved.
 -- Contract: stalls.contract.yml.
 create or replace view stalls as
@@ -17,8 +17,8 @@ stragglers as (
 
 settings as (
     select
-        coalesce(cast(getvariable('stall_factor') as double), 2.0) as factor,
-        coalesce(cast(getvariable('stall_min_excess_s') as double), 1.0) as min_excess_s,
+        cast(getvariable('stall_factor') as double) as factor,
+        cast(getvariable('stall_min_excess_s') as double) as min_excess_s,
 ),
 
 history as (

@@ -1,7 +1,7 @@
 -- stragglers: one row per rank that took far longer than its checkpoint's p50: where it ran
 -- (node, leaf switch), where it wrote (target), and which phase lost the time.
 -- Straggler: duration_s >= straggler_factor * p50_s and duration_s - p50_s >=
--- straggler_min_excess_s (defaults 2.0 and 1.0 s; override per session with
+-- straggler_min_excess_s (defaults in sql/session.sql; override per session with
 -- SET VARIABLE straggler_factor = 3; and SET VARIABLE straggler_min_excess_s = 5;).
 -- dominant_phase: the phase (open | write | fsync | close) furthest above its checkpoint median
 -- (open/close: metadata; write/fsync: data path, drives, fabric). slowness_order 1 = the rank
@@ -23,8 +23,8 @@ node_leaves as (
 
 thresholds as (
     select
-        coalesce(cast(getvariable('straggler_factor') as double), 2.0) as factor,
-        coalesce(cast(getvariable('straggler_min_excess_s') as double), 1.0) as min_excess_s,
+        cast(getvariable('straggler_factor') as double) as factor,
+        cast(getvariable('straggler_min_excess_s') as double) as min_excess_s,
 ),
 
 slow_ranks as (

@@ -1,5 +1,6 @@
-"""User settings: the one place that reads the ``ckptwatch.toml`` config file and the
-environment variables it names.
+"""Settings and paths in one place: the ``ckptwatch.toml`` config file, the environment variables
+(``CKPTWATCH_*``), the default lake and model paths, the package's own SQL and notebook, the
+ingest limits. No other module reads ``os.environ`` for ckptwatch's own settings.
 
 Which file: ``--config FILE`` (passed here as ``path``), else ``$CKPTWATCH_CONFIG``, else none
 (built-in defaults). The file is TOML; every table and key is optional::
@@ -35,7 +36,8 @@ import logging
 import math
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -446,3 +448,75 @@ def _sink_settings(where: str, data: Mapping[str, Any], base_dir: Path,
         values["timeout_s"] = float(_number(where, "sinks", "timeout_s", data["timeout_s"],
                                             lo=0, lo_open=True))
     return SinkSettings(**values)
+
+
+# -- paths and environment ---------------------------------------------------------------
+
+#: The package's own data: the SQL views and the post-mortem notebook ship inside it (package
+#: data of the wheel; in a checkout ``src/ckptwatch/sql`` and ``src/ckptwatch/notebooks`` are
+#: links to the top-level ``sql/`` and ``notebooks/``, the one copy of each).
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def sql_dir() -> Path:
+    """Directory of the layered SQL views (``CKPTWATCH_SQL_DIR`` overrides)."""
+    env = os.environ.get("CKPTWATCH_SQL_DIR")
+    if env:
+        return Path(env)
+    return PACKAGE_DIR / "sql"
+
+
+def notebook_path() -> Path:
+    """The post-mortem notebook shipped with the package."""
+    return PACKAGE_DIR / "notebooks" / "stall_postmortem.ipynb"
+
+
+def model_path() -> Path:
+    """The attribution model file (``CKPTWATCH_MODEL`` overrides); built by `train-model`."""
+    return Path(os.environ.get("CKPTWATCH_MODEL", "data/models/attribution.joblib"))
+
+
+def default_lake() -> Path:
+    """Default lake location (``CKPTWATCH_LAKE`` overrides): ``data/lake`` under the working dir."""
+    return Path(os.environ.get("CKPTWATCH_LAKE", "data/lake"))
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """Knobs of the ingest path."""
+
+    #: Longest raw text kept with a quarantined record (bytes of UTF-8).
+    quarantine_raw_max: int = 4096
+    #: Timestamp columns earlier than this year are rejected as implausible.
+    min_year: int = 2000
+    #: ... and later than this one.
+    max_year: int = 2100
+
+
+INGEST = IngestSettings()
+
+
+def duckdb_memory_limit() -> str | None:
+    """``$CKPTWATCH_DUCKDB_MEMORY`` (e.g. ``3GB``): cap DuckDB's memory; it spills to disk
+    beyond it (slower: attribution of a 512-node day takes ~35 s at 3GB instead of ~27 s and
+    8 GB). Unset or ``none``: DuckDB's default (80 % of RAM)."""
+    value = os.environ.get("CKPTWATCH_DUCKDB_MEMORY", "").strip()
+    return None if not value or value.lower() == "none" else value
+
+
+@contextmanager
+def duckdb_memory(limit: str | None) -> Iterator[None]:
+    """Within the block, connections cap DuckDB at ``limit`` (``None``: leave the environment
+    as it is); restores ``$CKPTWATCH_DUCKDB_MEMORY`` afterwards."""
+    if limit is None:
+        yield
+        return
+    old = os.environ.get("CKPTWATCH_DUCKDB_MEMORY")
+    os.environ["CKPTWATCH_DUCKDB_MEMORY"] = limit
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CKPTWATCH_DUCKDB_MEMORY", None)
+        else:
+            os.environ["CKPTWATCH_DUCKDB_MEMORY"] = old

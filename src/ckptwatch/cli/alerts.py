@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ckptwatch.config import default_lake
+from ckptwatch.settings import default_lake
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,10 +53,10 @@ def _timestamp(text: str) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, print, and with ``--send`` deliver and record."""
-    from ckptwatch.alert_sinks import build_sinks, render_alert
-    from ckptwatch.alerts import headroom_frame, run_alerts
+    from ckptwatch.alerts.evaluate import headroom_frame, run_alerts
+    from ckptwatch.alerts.sinks import build_sinks, render_alert
+    from ckptwatch.cli._render import render_table
     from ckptwatch.settings import load_settings, redact
-    from ckptwatch.summary import render_table
 
     settings = load_settings(args.config)
     # This command's own output is the stdout sink: don't print the alerts twice.

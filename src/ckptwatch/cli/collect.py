@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Collect until told to stop (or once)."""
-    from ckptwatch.collect import Collector, RoundResult, run_loop
+    from ckptwatch.collect.collector import Collector, RoundResult, run_loop
 
     collector = Collector(args.out, node=args.node, sysfs_root=args.sysfs_root,
                           tools=args.tools, timeout_s=args.timeout)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ckptwatch.config import PROJECT_ROOT
+#: The bundled sample scenario (``data/sample/README.md``): the same files, byte for byte.
+SAMPLE_SEED, SAMPLE_NODES, SAMPLE_HOURS = 3, 8, 4.0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,8 +17,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "service) on data/sample/: ingest into a local lake, find and attribute stalls, "
         "evaluate alerts (to a JSON Lines file in the lake), write the daily report; then "
         "print what it found.")
-    p.add_argument("--raw", type=Path, default=PROJECT_ROOT / "data" / "sample",
-                   help="raw directory (default: the bundled sample)")
+    p.add_argument("--raw", type=Path, default=None,
+                   help="raw directory (default: ./data/sample when it exists, as in a "
+                   "checkout; else the sample scenario simulated into LAKE/../sample-raw)")
     p.add_argument("--lake", type=Path, default=Path("data/lake"),
                    help="lake directory (default: %(default)s)")
     p.set_defaults(func=run)
@@ -25,16 +27,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the nightly flow on the sample and summarise."""
-    from ckptwatch.attribution import load_default_model, stall_reports
+    from ckptwatch.analysis.attribution import load_default_model, stall_reports
+    from ckptwatch.cli._render import lake_overview
     from ckptwatch.cli.nightly import render_result
     from ckptwatch.cli.stalls import render_stalls
-    from ckptwatch.flows import load_flow_module
-    from ckptwatch.query import connect
-    from ckptwatch.summary import lake_overview
+    from ckptwatch.flows.nightly import nightly_flow
+    from ckptwatch.lake.query import connect
 
+    if args.raw is None:
+        args.raw = _sample_raw(args.lake)
     print(f"ckptwatch demo: the nightly flow on {args.raw} -> {args.lake} (local ephemeral "
           "Prefect server; the first start takes ~15 s)…", flush=True)
-    result = load_flow_module("nightly").nightly_flow(args.raw, args.lake)
+    result = nightly_flow(args.raw, args.lake)
     print()
     print(render_result(result, args.raw, args.lake))
     print()
@@ -48,3 +52,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"Next: ckptwatch postmortem --lake {args.lake} --job JOB  (the job's worst stall, "
           "as a notebook exported to HTML)")
     return 1 if result["failed"] else 0
+
+
+def _sample_raw(lake: Path) -> Path:
+    """``./data/sample`` in a checkout; elsewhere (an installed wheel) the same scenario made
+    by the simulator beside the lake (deterministic per seed: the same files)."""
+    here = Path("data/sample")
+    if (here / "labels.json").is_file():
+        return here
+    from ckptwatch.simulate.scenario import simulate
+
+    raw = lake.parent / "sample-raw"
+    if not (raw / "labels.json").is_file():
+        print(f"ckptwatch demo: simulating the sample scenario into {raw}…", flush=True)
+        simulate(raw, SAMPLE_SEED, SAMPLE_NODES, SAMPLE_HOURS)
+    return raw

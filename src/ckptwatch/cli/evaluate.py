@@ -68,15 +68,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _progress(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from ckptwatch.evaluation import stderr_progress
+    from ckptwatch.simulate.evaluation import stderr_progress
 
     return None if args.quiet else stderr_progress
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Train and save the model."""
-    from ckptwatch.config import model_path
-    from ckptwatch.evaluation import train_model
+    from ckptwatch.settings import model_path
+    from ckptwatch.simulate.evaluation import train_model
 
     seeds = parse_seeds(args.seeds)
     out = args.out or model_path()
@@ -90,9 +90,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """Evaluate and print the scores."""
-    from ckptwatch.attribution import load_default_model
-    from ckptwatch.evaluation import evaluate
-    from ckptwatch.summary import render_table
+    from ckptwatch.analysis.attribution import load_default_model
+    from ckptwatch.cli._render import render_table
+    from ckptwatch.simulate.evaluation import evaluate
 
     seeds = parse_seeds(args.seeds)
     model = None if args.rules_only else load_default_model(args.model)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ckptwatch.cli._options import add_dask, add_lock_wait
-from ckptwatch.config import default_lake
+from ckptwatch.settings import default_lake
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,18 +41,17 @@ def _progress(i: int, n: int, rel: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Ingest and print the summary."""
-    from ckptwatch.summary import render_ingest
+    from ckptwatch.cli._render import render_ingest
 
     if args.flow or args.dask:
-        from ckptwatch.flows import load_flow_module
+        from ckptwatch.flows.ingest import dask_runner, ingest_flow
 
-        module = load_flow_module("ingest")
-        flow = module.ingest_flow
+        flow = ingest_flow
         if args.dask:
-            flow = flow.with_options(task_runner=module.dask_runner(args.dask))
+            flow = flow.with_options(task_runner=dask_runner(args.dask))
         report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait)
     else:
-        from ckptwatch.ingest import ingest
+        from ckptwatch.ingest.run import ingest
 
         report = ingest(args.raw_dir, args.lake, lock_wait_s=args.lock_wait,
                         progress=None if args.quiet else _progress)

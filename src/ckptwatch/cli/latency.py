@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ckptwatch.config import default_lake
+from ckptwatch.settings import default_lake
 
 #: Columns shown by ``--format table`` (csv and json carry every column of the mart).
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -47,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the latency mart; exit 0, or 1 when the lake holds no checkpoint for the filter."""
     import polars as pl
 
-    from ckptwatch.latency import latency
-    from ckptwatch.query import connect
-    from ckptwatch.summary import render_table
+    from ckptwatch.analysis.latency import latency
+    from ckptwatch.cli._render import render_table
+    from ckptwatch.lake.query import connect
 
     con = connect(args.lake)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptwatch.cli._options import add_dask, add_lock_wait
-from ckptwatch.config import default_lake
+from ckptwatch.settings import default_lake
 
 
 def _day(text: str) -> date:
@@ -76,8 +76,9 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the flow and print the summary and the report's path."""
-    from ckptwatch.flows import load_flow_module
-    from ckptwatch.report import AlertsUndeliveredError
+    from ckptwatch.flows.ingest import dask_runner
+    from ckptwatch.flows.nightly import nightly_flow
+    from ckptwatch.report.daily import AlertsUndeliveredError
     from ckptwatch.settings import load_settings
 
     load_settings(args.config)  # a bad config fails here, before Prefect starts
@@ -85,13 +86,12 @@ def run(args: argparse.Namespace) -> int:
         from ckptwatch.errors import RawDirError
 
         raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a directory")
-    module = load_flow_module("nightly")
     if args.dask:
-        module.dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
+        dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
     print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (local ephemeral "
           "Prefect server; the first start takes ~15 s)…", file=sys.stderr, flush=True)
     try:
-        result = module.nightly_flow(args.raw_dir, args.lake, config=args.config,
+        result = nightly_flow(args.raw_dir, args.lake, config=args.config,
                                      send=args.send, report_date=args.date,
                                      lock_wait_s=args.lock_wait, dask=args.dask,
                                      lookback_days=args.lookback_days,

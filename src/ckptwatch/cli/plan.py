@@ -1,7 +1,7 @@
 """`ckptwatch plan`: local vs pool vs tiered checkpointing, optimal interval, and the flip point.
 
 Input precedence (later wins): model defaults, ``--config`` file, ``--from-lake`` measurement,
-explicit flags. The model lives in :mod:`ckptwatch.economics`; this module parses, merges and
+explicit flags. The model lives in :mod:`ckptwatch.planning.model`; this module parses, merges and
 prints. numpy, scipy, duckdb and matplotlib are imported only when a plan is computed, so that
 ``ckptwatch --help`` stays fast.
 """
@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.economics import (
+from ckptwatch.planning.model import (
     PARAMETERS,
     LakeMeasurement,
     Plan,
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     inputs, measurement = build_inputs(args)
     plan = make_plan(inputs, sweep_spec=spec, measurement=measurement)
     if args.plot is not None:
-        from ckptwatch.planning_plot import plot_sweep
+        from ckptwatch.planning.plot import plot_sweep
 
         try:
             plot_sweep(plan, args.plot)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ckptwatch.config import default_lake
+from ckptwatch.settings import default_lake
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CkptwatchError(f"{exc.name} is not installed: install the notebooks extra "
                              "(pip install 'ckptwatch[notebooks]')") from None
-    from ckptwatch.postmortem import execute_notebook, open_stall
+    from ckptwatch.report.postmortem import execute_notebook, open_stall
 
     step = args.step
     if step is None:  # resolve the worst stall once, to name the output after it

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.simulate import DEFAULT_START, SimulationConfig, simulate
+from ckptwatch.simulate.scenario import DEFAULT_START, SimulationConfig, simulate
 
 _DEFAULTS = SimulationConfig()
 #: Clusters at least this large report progress on stderr.

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ckptwatch.config import default_lake
+from ckptwatch.settings import default_lake
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,9 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the query and print the result."""
+    from ckptwatch.cli._render import render_table
     from ckptwatch.errors import CkptwatchError
-    from ckptwatch.query import connect, run_sql, view_files
-    from ckptwatch.summary import render_table
+    from ckptwatch.lake.query import connect, run_sql, view_files
 
     if args.list:
         for f in view_files():

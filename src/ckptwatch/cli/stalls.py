@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.config import default_lake
+from ckptwatch.settings import default_lake
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -48,9 +48,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _reports(args: argparse.Namespace, job: str | None) -> tuple[list[dict[str, Any]], bool]:
-    from ckptwatch.attribution import load_default_model, stall_reports
-    from ckptwatch.query import connect
-    from ckptwatch.stalls import StallSettings
+    from ckptwatch.analysis.attribution import load_default_model, stall_reports
+    from ckptwatch.analysis.stalls import StallSettings
+    from ckptwatch.lake.query import connect
 
     model = load_default_model(args.model)
     if args.model is not None and model is None:
@@ -68,7 +68,7 @@ def render_stalls(reports: list[dict[str, Any]], with_model: bool) -> str:
     """The stalls as a text table, one line per stall with its top cause and evidence."""
     import polars as pl
 
-    from ckptwatch.summary import render_table
+    from ckptwatch.cli._render import render_table
 
     if not reports:
         return "no stalls"
@@ -97,8 +97,8 @@ def run_stalls(args: argparse.Namespace) -> int:
 
 def run_explain(args: argparse.Namespace) -> int:
     """Print one stall's evidence."""
+    from ckptwatch.analysis.stalls import FEATURE_DOCS
     from ckptwatch.errors import CkptwatchError
-    from ckptwatch.stalls import FEATURE_DOCS
 
     reports, with_model = _reports(args, args.job)
     rec = next((r for r in reports if int(r["step"]) == args.step), None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ckptwatch.config import INGEST
+from ckptwatch.settings import INGEST
 
 ISO_FORMATS = (
     "%Y-%m-%dT%H:%M:%S%.f%:z",

@@ -18,9 +18,9 @@ from typing import Any
 
 import polars as pl
 
-from ckptwatch.config import INGEST
 from ckptwatch.errors import RecordError
-from ckptwatch.schema import PROVENANCE, TABLES
+from ckptwatch.lake.schema import PROVENANCE, TABLES
+from ckptwatch.settings import INGEST
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import (
     BULK_PARSERS,

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from ckptwatch.errors import RecordError
-from ckptwatch.schema import TIERS
+from ckptwatch.lake.schema import TIERS
 from ckptwatch.sources.textkv import parse_number, shorten
 
 GIB = 1 << 30

@@ -16,9 +16,16 @@ from typing import Any
 
 import polars as pl
 
-from ckptwatch.config import INGEST
 from ckptwatch.errors import RecordError
-from ckptwatch.schema import CHECKPOINT_WRITES, FABRIC_COUNTERS, PROVENANCE, STATUSES, TABLES, TIERS
+from ckptwatch.lake.schema import (
+    CHECKPOINT_WRITES,
+    FABRIC_COUNTERS,
+    PROVENANCE,
+    STATUSES,
+    TABLES,
+    TIERS,
+)
+from ckptwatch.settings import INGEST
 from ckptwatch.sources.base import PanicException, Parsed, Reject, load_json, safe_text
 from ckptwatch.sources.coerce import coerce_series
 

@@ -1,0 +1,73 @@
+"""Detection thresholds, defined once: ``sql/session.sql`` holds their defaults (so the views
+run as-is in the ``duckdb`` CLI); :class:`DetectionSettings` reads those defaults, takes
+overrides (CLI flags, tests) and hands every value to the SQL as a session variable.
+
+DESIGN "Definitions": a stall is a checkpoint whose barrier time is ``stall_factor`` x the job's
+rolling median and ``stall_min_excess_s`` over it; a slow rank of a stall is ``slow_rank_factor``
+x the job's normal rank duration and ``slow_rank_min_excess_s`` over it; a straggler is a rank
+``straggler_factor`` x its checkpoint's p50 and ``straggler_min_excess_s`` over it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field, fields
+
+import duckdb
+
+from ckptwatch.errors import QueryError
+from ckptwatch.settings import sql_dir
+
+SESSION_FILE = "session.sql"
+_SET_VARIABLE = re.compile(r"^\s*set\s+variable\s+(\w+)\s*=\s*([-+0-9.eE]+)\s*;",
+                           re.IGNORECASE | re.MULTILINE)
+
+
+@functools.cache
+def session_defaults() -> dict[str, float]:
+    """The numeric ``SET VARIABLE name = value;`` lines of ``sql/session.sql``."""
+    path = sql_dir() / SESSION_FILE
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise QueryError(f"cannot read the SQL session settings {path}: {exc}") from exc
+    return {m.group(1): float(m.group(2)) for m in _SET_VARIABLE.finditer(text)}
+
+
+def _default(name: str) -> float:
+    try:
+        return session_defaults()[name]
+    except KeyError:
+        raise QueryError(f"sql/{SESSION_FILE} sets no default for {name} "
+                         f"(add `SET VARIABLE {name} = …;`)") from None
+
+
+def _session(name: str) -> float:
+    return field(default_factory=lambda: _default(name))  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class DetectionSettings:
+    """Thresholds of stall, slow-rank and straggler detection (defaults: ``sql/session.sql``)."""
+
+    stall_factor: float = _session("stall_factor")
+    stall_min_excess_s: float = _session("stall_min_excess_s")
+    slow_rank_factor: float = _session("slow_rank_factor")
+    slow_rank_min_excess_s: float = _session("slow_rank_min_excess_s")
+    straggler_factor: float = _session("straggler_factor")
+    straggler_min_excess_s: float = _session("straggler_min_excess_s")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name.endswith("_factor") and not value > 1.0:
+                raise QueryError(f"{f.name} must be > 1 (got {value})")
+            if f.name.endswith("_min_excess_s") and not value >= 0.0:
+                raise QueryError(f"{f.name} must be >= 0 s (got {value})")
+
+    def apply(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Set every threshold as the SQL session variable of the same name."""
+        for f in fields(self):
+            # the name is a field of this class, never user text
+            con.execute(f"SET VARIABLE {f.name} = ?", [float(getattr(self, f.name))]).fetchall()

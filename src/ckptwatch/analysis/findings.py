@@ -1,0 +1,149 @@
+"""Stalls found and attributed, once: the typed records every later step reads.
+
+``find_stalls`` is the one recipe "load the model, connect, detect, attribute" — the nightly
+run calls it once and hands the :class:`StallFindings` to the alerts (``top_causes``) and the
+daily report; ``ckptwatch stalls`` / ``explain`` / ``demo`` and the post-mortem call it too.
+A :class:`StallRecord` crosses module boundaries; ``to_dict()`` is its JSON form (the keys of
+``ckptwatch stalls --format json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from ckptwatch.analysis.attribution import (
+    FEATURES,
+    AttributionModel,
+    CauseVerdict,
+    attribute,
+    load_default_model,
+)
+from ckptwatch.analysis.detection import DetectionSettings
+from ckptwatch.analysis.stalls import stall_features
+from ckptwatch.lake.query import connect
+
+
+@dataclass(frozen=True)
+class StallRecord:
+    """One stall: the checkpoint's numbers, its ranked causes, the features behind them."""
+
+    job_id: str
+    step: int
+    tier: str
+    start_ts: str | None
+    end_ts: str | None
+    n_ranks: int
+    barrier_s: float
+    p50_s: float
+    p99_s: float
+    baseline_s: float
+    ratio_to_baseline: float
+    n_stragglers: int
+    n_slow: int
+    causes: tuple[CauseVerdict, ...]
+    features: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def cause(self) -> str:
+        """The top cause (``unknown`` when nothing supports one)."""
+        return self.causes[0].cause
+
+    @property
+    def top(self) -> CauseVerdict:
+        """The top cause's verdict."""
+        return self.causes[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: the stall's columns, ``cause``, ``causes`` (ranked) and ``features``."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in _COLUMNS}
+        out["cause"] = self.cause
+        out["causes"] = [v.to_dict() for v in self.causes]
+        out["features"] = dict(self.features)
+        return out
+
+
+_COLUMNS = ("job_id", "step", "tier", "start_ts", "end_ts", "n_ranks", "barrier_s", "p50_s",
+            "p99_s", "baseline_s", "ratio_to_baseline", "n_stragglers", "n_slow")
+
+
+@dataclass(frozen=True)
+class StallFindings:
+    """Every stall found, with its ranked causes, and how they were attributed."""
+
+    stalls: tuple[StallRecord, ...]
+    with_model: bool
+
+    def of_job(self, job: str) -> tuple[StallRecord, ...]:
+        """The stalls of one job, oldest first."""
+        return tuple(s for s in self.stalls if s.job_id == job)
+
+    def by_cause(self) -> dict[str, int]:
+        """How many stalls each top cause has."""
+        counts: dict[str, int] = {}
+        for s in self.stalls:
+            counts[s.cause] = counts.get(s.cause, 0) + 1
+        return counts
+
+    def top_causes(self, window: pl.DataFrame) -> dict[str, tuple[int, str]]:
+        """Per job, the step and top cause of its worst stall among the checkpoints of
+        ``window`` (``job_id``, ``step`` columns): what an alert names as the likely cause."""
+        if window.height == 0:
+            return {}
+        steps = {(j, int(s)) for j, s in zip(window["job_id"], window["step"], strict=True)}
+        best: dict[str, tuple[float, int, str]] = {}
+        for r in self.stalls:
+            if (r.job_id, r.step) in steps and r.barrier_s > best.get(r.job_id, (-1.0, 0, ""))[0]:
+                best[r.job_id] = (r.barrier_s, r.step, r.cause)
+        return {job: (step, cause) for job, (_b, step, cause) in best.items()}
+
+
+def _iso(ts: Any) -> str | None:
+    return ts.isoformat() if ts is not None else None
+
+
+def stall_records(features: pl.DataFrame,
+                  verdicts: Iterable[list[CauseVerdict]]) -> tuple[StallRecord, ...]:
+    """Typed records from the stall feature rows and their ranked verdicts."""
+    out = []
+    for row, ranked in zip(features.iter_rows(named=True), verdicts, strict=True):
+        out.append(StallRecord(
+            job_id=row["job_id"], step=int(row["step"]), tier=row["tier"],
+            start_ts=_iso(row["start_ts"]), end_ts=_iso(row["end_ts"]),
+            n_ranks=int(row["n_ranks"]), barrier_s=float(row["barrier_s"]),
+            p50_s=float(row["p50_s"]), p99_s=float(row["p99_s"]),
+            baseline_s=float(row["baseline_s"]),
+            ratio_to_baseline=float(row["ratio_to_baseline"]),
+            n_stragglers=int(row["n_stragglers"] or 0), n_slow=int(row["n_slow"] or 0),
+            causes=tuple(ranked), features={k: row.get(k) for k in FEATURES}))
+    return tuple(out)
+
+
+def attribute_stalls(con: duckdb.DuckDBPyConnection, *, job: str | None = None,
+                     model: AttributionModel | None = None,
+                     settings: DetectionSettings | None = None) -> StallFindings:
+    """Detect and attribute the stalls of an open connection (optionally one job)."""
+    (settings or DetectionSettings()).apply(con)
+    features = stall_features(con, job)
+    return StallFindings(stall_records(features, attribute(features, model)), model is not None)
+
+
+def find_stalls(lake_root: Path | str, *, job: str | None = None,
+                days: tuple[date, date] | None = None, model_path: Path | None = None,
+                settings: DetectionSettings | None = None,
+                memory_limit: str | None = None) -> StallFindings:
+    """Every stall of the lake (``days``: only those days; ``job``: only that job) with its
+    ranked causes: the trained model at ``model_path`` (default: the settings' model path)
+    when one is built, else the rules alone."""
+    model = load_default_model(model_path)
+    con = connect(lake_root, days=days, memory_limit=memory_limit)
+    try:
+        return attribute_stalls(con, job=job, model=model, settings=settings)
+    finally:
+        con.close()

@@ -1,0 +1,182 @@
+"""Prefect flow: raw telemetry directory -> Parquet lake (discover -> parse -> write).
+
+Tasks are thin wrappers over ``ckptwatch.ingest.run``; only I/O tasks retry. Run once:
+``ckptwatch ingest RAW --lake LAKE --flow`` or ``python pipelines/ingest.py RAW LAKE``
+(``--dask [ADDRESS]``: spread the files over a Dask cluster). Scheduled runs come from
+``prefect.yaml``.
+
+Scale-out: with a Dask task runner (``ingest_flow.with_options(task_runner=dask_runner())``)
+each file's parse and write is one task on a Dask worker; the flow process keeps the lake lock
+for the whole run, hands out only files that are neither in the lake nor a second copy of
+content earlier in the run (``content_key``), and waits for every task before it lets the
+lock go. Each file is its own transaction (journal, parts, manifest), so workers in other
+processes or hosts write safely; they must see the raw directory and the lake at the same
+paths (one machine, or a shared file system). Without a Dask runner the flow runs the files
+one at a time, as before.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
+from prefect.futures import wait
+
+from ckptwatch.errors import CkptwatchError, LakeError
+from ckptwatch.ingest.discover import RawFile, discover
+from ckptwatch.ingest.run import (
+    FileResult,
+    IngestReport,
+    ParsedFile,
+    content_key,
+    parse_file,
+    prepare_lake,
+    run_stopped,
+    write_file,
+)
+from ckptwatch.lake.store import Lake
+from ckptwatch.sources.base import safe_text
+
+
+@task(retries=2, retry_delay_seconds=5, task_run_name="discover {raw_dir}", cache_policy=NO_CACHE)
+def discover_files(raw_dir: Path) -> list[RawFile]:
+    """List and recognise the raw files (I/O: retried)."""
+    return discover(raw_dir)
+
+
+@task(task_run_name="parse {raw.rel}", cache_policy=NO_CACHE)
+def parse(raw: RawFile, known: set[str]) -> ParsedFile:
+    """Parse one raw file into canonical rows and rejects."""
+    return parse_file(raw, known)
+
+
+@task(retries=2, retry_delay_seconds=5, task_run_name="write {pf.raw.rel}",
+      cache_policy=NO_CACHE)
+def write(lake_root: Path, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
+    """Write one file's parts and commit it (I/O: retried; the journal makes retries safe)."""
+    return write_file(Lake(lake_root), pf, ingested_ts)
+
+
+@task(task_run_name="key {raw.rel}", cache_policy=NO_CACHE)
+def key_of(raw: RawFile) -> str | None:
+    """The file's content key (read and hashed, not parsed)."""
+    return content_key(raw)
+
+
+@task(retries=2, retry_delay_seconds=5, task_run_name="ingest {raw.rel}", cache_policy=NO_CACHE)
+def ingest_one(lake_root: Path, raw: RawFile, ingested_ts: datetime) -> FileResult:
+    """Parse and write one file on a worker (I/O: retried; the journal makes retries safe)."""
+    return write_file(Lake(lake_root), parse_file(raw), ingested_ts)
+
+
+def dask_runner(address: str | None = None, n_workers: int = 2) -> Any:
+    """A prefect-dask ``DaskTaskRunner``: the cluster at ``address``, or (``None`` or
+    ``"local"``) a local cluster of ``n_workers`` single-threaded worker processes."""
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as exc:
+        raise CkptwatchError("a Dask task runner needs prefect-dask, which is not installed: "
+                             "run pip install -e '.[dask]' in the ckptwatch checkout (make "
+                             "install does), or run without --dask") from exc
+
+    if address and address != "local":
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": n_workers, "threads_per_worker": 1,
+                                          "processes": True})
+
+
+def _on_dask() -> bool:
+    ctx = FlowRunContext.get()
+    return ctx is not None and type(ctx.task_runner).__name__ == "DaskTaskRunner"
+
+
+def _ingest_parallel(raw_files: list[RawFile], lake_root: Path, known: set[str],
+                     now: datetime) -> list[FileResult]:
+    """Files as tasks on the flow's task runner; results in file order, as a sequential run.
+
+    Files already in the lake, and any later copy of content met earlier in the run, are
+    skipped here (as the sequential run skips them) so that no two tasks write one file key.
+    Every task has ended when this returns or raises (the caller holds the lake lock).
+    """
+    keys = [f.result() for f in key_of.map(raw_files)]
+    seen = set(known)
+    plan: list[Any] = []
+    for raw, key in zip(raw_files, keys, strict=True):
+        if raw.kind != "ignored" and key is not None and key in seen:
+            plan.append(FileResult(safe_text(raw.rel), "skipped"))
+            continue
+        plan.append(ingest_one.submit(lake_root, raw, now))
+        if raw.kind != "ignored" and key is not None:
+            seen.add(key)
+    wait([p for p in plan if not isinstance(p, FileResult)])
+    results: list[FileResult] = []
+    for raw, item in zip(raw_files, plan, strict=True):
+        try:
+            results.append(item if isinstance(item, FileResult) else item.result())
+        except LakeError as exc:  # disk full, permission denied: stop with one line
+            raise run_stopped(exc, raw, results) from exc
+    return results
+
+
+@flow(name="ingest", flow_run_name="ingest {raw_dir}", log_prints=True)
+def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> IngestReport:
+    """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``."""
+    logger = get_run_logger()
+    t0 = time.monotonic()
+    raw_dir, lake_root = Path(raw_dir), Path(lake_root)
+    with Lake(lake_root).lock(wait_s=lock_wait_s):
+        lake, recovered = prepare_lake(lake_root)
+        if recovered:
+            logger.warning("rolled back %d file(s) left half-ingested by an earlier run",
+                           recovered)
+        files = discover_files(raw_dir)
+        known = lake.manifest_keys()
+        now = datetime.now(UTC)
+        results: list[FileResult] = []
+        if _on_dask():
+            results = _ingest_parallel(files, lake_root, known, now)
+            files = []
+        for i, raw in enumerate(files, start=1):
+            pf = parse(raw, known)
+            try:
+                result = write(lake_root, pf, now)
+            except LakeError as exc:  # disk full, permission denied: stop with one line
+                raise run_stopped(exc, raw, results) from exc
+            results.append(result)
+            if result.status == "ingested":
+                known.add(pf.key)  # a second copy of this content later in the run is skipped
+            if i % 50 == 0 or i == len(files):
+                logger.info("ingest: %d/%d files", i, len(files))
+    report = IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0)
+    logger.info("ingest: %d ingested, %d skipped, %d quarantined records", report.count(
+        "ingested"), report.count("skipped"), report.quarantined)
+    return report
+
+
+def pop_dask_flag(args: list[str]) -> str | None:
+    """Take a script's ``--dask [ADDRESS]`` out of ``args``: ``None`` without the flag,
+    ``"local"`` without an address, else the scheduler address."""
+    if "--dask" not in args:
+        return None
+    i = args.index("--dask")
+    address = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None
+    del args[i:i + (2 if address else 1)]
+    return address or "local"
+
+
+def main(argv: list[str]) -> None:
+    """``python pipelines/ingest.py RAW LAKE [--dask [ADDRESS]]``."""
+    args = list(argv)
+    dask = pop_dask_flag(args)
+    run = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
+    run(Path(args[0]), Path(args[1]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,116 @@
+"""DuckDB over the lake: build the views of ``sql/`` in layer order, run queries.
+
+The SQL files are the source of truth; each is ``create or replace view <file name> as …`` (one,
+``int_signal_counters``, sets a variable of that name) and reads the lake through the ``lake``
+variable, so the same files run in the ``duckdb`` CLI after ``SET VARIABLE lake = 'data/lake';``
+(see ``sql/build.sql``). ``sql/session.sql`` holds the settings every connection runs first.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from ckptwatch.errors import LakeError, QueryError
+from ckptwatch.lake.store import Lake
+from ckptwatch.settings import duckdb_memory_limit, sql_dir
+
+LAYERS = ("lake", "staging", "intermediate", "marts")
+#: Settings run on every connection before the views (``sql/session.sql``).
+SESSION_FILE = "session.sql"
+
+
+def view_files(root: Path | None = None) -> list[Path]:
+    """Every view file in build order: by layer, then dependencies, then name."""
+    root = root or sql_dir()
+    ordered: list[Path] = []
+    for layer in LAYERS:
+        files = sorted((root / layer).glob("*.sql"))
+        names = {f.stem: f for f in files}
+        deps = {
+            f.stem: {n for n in names if n != f.stem
+                     and re.search(rf"\b{re.escape(n)}\b", _strip_comments(f.read_text()))}
+            for f in files
+        }
+        done: set[str] = set()
+        while len(done) < len(files):
+            ready = sorted(n for n in names if n not in done and deps[n] <= done)
+            if not ready:
+                cycle = sorted(set(names) - done)
+                raise QueryError(f"circular view references in sql/{layer}: {', '.join(cycle)}")
+            for n in ready:
+                ordered.append(names[n])
+                done.add(n)
+    return ordered
+
+
+def _setting(value: str) -> str:
+    """A value for ``SET name = '…'`` (settings take no parameters): quotes doubled."""
+    return value.replace("'", "''")
+
+
+def _strip_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*", "", sql)
+
+
+def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
+            days: tuple[date, date] | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every view of ``sql/`` built over the lake.
+
+    ``days`` (first, last; inclusive): the time-series tables (checkpoints, SMART, fabric, pool)
+    show only those days' partitions, and DuckDB opens only their files; ``None``: every day.
+    """
+    if days is not None and days[0] > days[1]:
+        raise QueryError(f"days: {days[0]} is after {days[1]}")
+    lake = Lake(lake_root)
+    if not lake.exists():
+        raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
+                        f"{lake.root}` first)")
+    con = duckdb.connect(database)
+    session = sql_dir() / SESSION_FILE
+    if session.is_file():  # only settings: a SQL directory without it still builds (slower)
+        try:
+            con.execute(session.read_text()).fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(f"session settings ({session}): {exc}") from exc
+    limit = duckdb_memory_limit()
+    if limit:
+        spill = Path(tempfile.gettempdir()) / "ckptwatch-duckdb"
+        try:
+            con.execute(f"SET memory_limit = '{_setting(limit)}'").fetchall()
+            con.execute(f"SET temp_directory = '{_setting(str(spill))}'").fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(f"CKPTWATCH_DUCKDB_MEMORY={limit!r}: {exc} (use e.g. 3GB)") from exc
+    con.execute("SET VARIABLE lake = ?", [str(lake.root)]).fetchall()
+    if days is not None:
+        con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
+        con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
+    if build:
+        for f in view_files():
+            try:
+                con.execute(f.read_text()).fetchall()
+            except duckdb.Error as exc:
+                raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
+    return con
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str,
+            params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+    """Run one query and return a polars frame; DuckDB errors become ``QueryError``."""
+    try:
+        rel = con.sql(sql, params=params)
+        return rel.pl() if rel is not None else pl.DataFrame()
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).splitlines()[0]) from exc
+
+
+def run_file(con: duckdb.DuckDBPyConnection, path: Path,
+             params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+    """Run a query file from ``sql/`` (e.g. ``sql/reports/…``)."""
+    return run_sql(con, path.read_text(), params)

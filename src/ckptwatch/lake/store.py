@@ -1,0 +1,347 @@
+"""The Parquet lake: hive partitions by date, atomic part writes, manifest, quarantine, lock.
+
+Layout::
+
+    LAKE/<table>/date=YYYY-MM-DD/part-<filekey>-<hash>.parquet   zstd, canonical schema
+    LAKE/<table>/date=1970-01-01/part-schema.parquet             zero rows: fixes the schema
+    LAKE/_manifest/<filekey>.json                                one per ingested source file
+    LAKE/_inflight/<filekey>.json                                parts being written (journal)
+    LAKE/.lock                                                   flock held by a running ingest
+
+A source file is committed when its manifest entry exists. Before its parts are written, the
+part names go to an in-flight journal; a run that finds a journal entry (a crash) deletes those
+parts first, so a rerun ends with exactly the rows of one clean run. A write that fails in
+process (disk full, permission denied, Ctrl-C) is rolled back at once (``rollback``), so the
+lake is left as it was before that file. Paths come from dates and hashes only, never from
+input text; ``PART_PATH`` is checked for every part written and every part a rollback deletes.
+See RELIABILITY.md for the guarantees and the tests that prove them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - ``Table.cast`` (``write_part``) needs it: loaded
+import pyarrow.parquet as pq  # here, not lazily inside the first commit of a run (~0.1 s)
+
+from ckptwatch.errors import LakeError, LakeLockedError
+from ckptwatch.lake.schema import TABLES, Table
+
+SCHEMA_PARTITION = "date=1970-01-01"
+SCHEMA_PART = "part-schema.parquet"
+MANIFEST_DIR = "_manifest"
+INFLIGHT_DIR = "_inflight"
+LOCK_FILE = ".lock"
+#: Every path a part may have, relative to the lake: the only names rollback will delete.
+PART_PATH = re.compile(r"[a-z_]+/date=\d{4}-\d{2}-\d{2}/part-[A-Za-z0-9_-]{1,80}\.parquet")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _errno(exc: OSError) -> int | None:
+    """The errno of an OSError, also when pyarrow only names it in the message."""
+    if exc.errno is not None:
+        return exc.errno
+    m = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+    if m:
+        return int(m.group(1))
+    text = str(exc).lower()
+    if "no space left" in text:
+        return errno.ENOSPC
+    if "permission denied" in text:
+        return errno.EACCES
+    if "read-only file system" in text:
+        return errno.EROFS
+    return None
+
+
+def _os_error(exc: OSError, what: Path) -> LakeError:
+    code = _errno(exc)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        hint = "the disk is full; free space and rerun"
+    elif code in (errno.EACCES, errno.EPERM):
+        hint = "permission denied; run as a user that can write the lake"
+    elif code == errno.EROFS:
+        hint = "the file system is read-only; remount it read-write or use another --lake"
+    else:
+        hint = " ".join((exc.strerror or str(exc)).split())
+    return LakeError(f"cannot write {what}: {hint}")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException as exc:  # noqa: BLE001 - no temp file left behind, even on Ctrl-C
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise _os_error(exc, path) from exc
+        raise
+
+
+def atomic_write_table(path: Path, table: pa.Table) -> None:
+    """Write an Arrow table as zstd Parquet via temp + fsync + rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException as exc:  # noqa: BLE001 - no temp file left behind, even on Ctrl-C
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise _os_error(exc, path) from exc
+        raise
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One committed source file."""
+
+    key: str
+    path: str
+    size_bytes: int
+    ingested_ts: str
+    rows: dict[str, int]
+    quarantined: int
+    parts: list[str]
+
+
+class Lake:
+    """A lake directory: paths, schema stubs, manifest, journal, lock and part writes."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    # -- layout -------------------------------------------------------------------------
+    def table_dir(self, table: str) -> Path:
+        """Directory of one table."""
+        return self.root / table
+
+    def glob(self, table: str) -> str:
+        """Glob of every part of ``table`` (for DuckDB ``read_parquet``)."""
+        return str(self.root / table / "*" / "*.parquet")
+
+    def days(self, table: str) -> list[dt.date]:
+        """The days of ``table``'s partitions that hold data parts, oldest first (the schema
+        stub's partition is not a day of data)."""
+        found = []
+        for d in self.table_dir(table).glob("date=*"):
+            if d.name != SCHEMA_PARTITION and any(d.glob("*.parquet")):
+                with contextlib.suppress(ValueError):  # not a partition this lake wrote
+                    found.append(dt.date.fromisoformat(d.name.removeprefix("date=")))
+        return sorted(found)
+
+    def init(self) -> None:
+        """Create the lake and a zero-row schema part per table (idempotent).
+
+        ``_manifest/`` is made last: ``exists()`` (what queries check) is then true only for a
+        lake whose every table can be read, even if a first run was killed during ``init``.
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / INFLIGHT_DIR).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise _os_error(exc, self.root) from exc
+        for t in TABLES.values():
+            stub = self.table_dir(t.name) / SCHEMA_PARTITION / SCHEMA_PART
+            if not stub.exists():
+                atomic_write_table(stub, t.schema.empty_table())
+        try:
+            (self.root / MANIFEST_DIR).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise _os_error(exc, self.root) from exc
+
+    def exists(self) -> bool:
+        """True when ``init`` has run here."""
+        return (self.root / MANIFEST_DIR).is_dir()
+
+    # -- lock ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self, wait_s: float = 600.0) -> Iterator[None]:
+        """Exclusive lock for writers. A killed holder's lock is released by the kernel.
+
+        The lock is an ``flock`` on ``LAKE/.lock``; the file's text (who holds it) is only for
+        the error message, so a stale file left by a killed run blocks nothing.
+        """
+        path = self.root / LOCK_FILE
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _os_error(exc, path) from exc
+        deadline = time.monotonic() + wait_s
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                        raise LakeLockedError(
+                            f"lake {self.root} is locked by another run ({holder or 'unknown'});"
+                            f" waited {wait_s:.0f} s — retry when it finishes") from None
+                    time.sleep(0.2)
+            with contextlib.suppress(OSError):  # who holds it: informative only (disk full)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} since "
+                          f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}".encode(), 0)
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # -- manifest -----------------------------------------------------------------------
+    def manifest_keys(self) -> set[str]:
+        """Keys of every committed source file."""
+        d = self.root / MANIFEST_DIR
+        if not d.is_dir():
+            return set()
+        return {p.stem for p in d.glob("*.json")}
+
+    def manifest(self) -> list[ManifestEntry]:
+        """Every committed source file's entry."""
+        out = []
+        for p in sorted((self.root / MANIFEST_DIR).glob("*.json")):
+            try:
+                out.append(ManifestEntry(**json.loads(p.read_text())))
+            except (ValueError, TypeError) as exc:
+                raise LakeError(f"corrupt manifest entry {p}: {exc}; delete it and rerun "
+                                "the ingest to re-read that file") from exc
+        return out
+
+    def commit(self, entry: ManifestEntry) -> None:
+        """Record a source file as ingested (manifest last), then drop its journal entry."""
+        atomic_write_bytes(self.root / MANIFEST_DIR / f"{entry.key}.json",
+                           json.dumps(entry.__dict__, sort_keys=True).encode())
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / INFLIGHT_DIR / f"{entry.key}.json").unlink()
+
+    def begin(self, key: str, parts: list[str]) -> None:
+        """Journal the parts about to be written for source file ``key``."""
+        atomic_write_bytes(self.root / INFLIGHT_DIR / f"{key}.json",
+                           json.dumps({"key": key, "parts": parts}).encode())
+
+    def rollback(self, key: str, parts: list[str]) -> None:
+        """Undo a file whose write failed in this process: its manifest entry (if the failure
+        came after it), its parts, then its journal entry. Best effort: what cannot be removed
+        now stays journalled, and the next run's ``recover`` removes it."""
+        try:
+            for name in (f".{key}.json.tmp", f"{key}.json"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / MANIFEST_DIR / name).unlink()
+            self._remove_parts(parts)
+            for name in (f".{key}.json.tmp", f"{key}.json"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / INFLIGHT_DIR / name).unlink()
+        except OSError:
+            pass  # the journal entry is still there: recover() finishes the job
+
+    def _remove_parts(self, parts: list[str]) -> None:
+        """Delete journalled parts and their temp files, and partitions left empty. A name
+        that is not a part path of this lake (a damaged journal) is left alone."""
+        for rel in parts:
+            if not isinstance(rel, str) or not PART_PATH.fullmatch(rel):
+                continue
+            path = self.root / rel
+            for p in (path, path.with_name(f".{path.name}.tmp")):
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            with contextlib.suppress(OSError):  # only succeeds when the partition is empty
+                path.parent.rmdir()
+
+    def recover(self) -> int:
+        """Roll back the parts of source files whose ingest was interrupted; returns count.
+
+        Only names of the lake's own part layout (``PART_PATH``) are ever deleted, whatever a
+        journal entry says, so a damaged journal cannot reach outside the lake.
+        """
+        d = self.root / INFLIGHT_DIR
+        committed = self.manifest_keys()
+        n = 0
+        for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+            if p.stem in committed:  # killed between manifest write and journal removal
+                p.unlink()
+                continue
+            try:
+                parts = json.loads(p.read_text()).get("parts", [])
+            except (ValueError, AttributeError, UnicodeDecodeError):
+                parts = []
+            self._remove_parts(parts if isinstance(parts, list) else [])
+            p.unlink()
+            n += 1
+        for tmp in [*self.root.glob("*/*/.*.tmp"), *self.root.glob("_*/.*.tmp")]:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        return n
+
+    # -- parts --------------------------------------------------------------------------
+    def plan_parts(self, key: str, table: Table, frame: pl.DataFrame) -> list[
+            tuple[str, pl.DataFrame]]:
+        """Split ``frame`` by its date partition: [(relative part path, rows)]."""
+        col = table.partition_column
+        groups: list[tuple[Any, pl.DataFrame]]
+        lo, hi = frame[col].min(), frame[col].max()
+        if (isinstance(lo, datetime) and isinstance(hi, datetime) and lo.date() == hi.date()
+                and 1000 <= lo.year <= 9999 and not frame[col].null_count()):
+            groups = [(lo.date().isoformat(), frame)]  # one day (the usual file): no split
+        else:
+            dated = frame.with_columns(pl.col(col).dt.strftime("%Y-%m-%d").alias("__date"))
+            groups = [(date, rows.drop("__date")) for (date,), rows in sorted(
+                dated.group_by("__date"), key=lambda g: str(g[0][0]))]
+        out = []
+        for date, rows in groups:
+            digest = hashlib.sha256(f"{key}|{table.name}|{date}".encode()).hexdigest()[:12]
+            rel = f"{table.name}/date={date}/part-{key[:16]}-{digest}.parquet"
+            if not PART_PATH.fullmatch(rel):  # dates and hashes only: never input text
+                raise LakeError(f"refusing to write part {rel!r}: not a lake part path")
+            out.append((rel, rows))
+        return out
+
+    def write_part(self, rel: str, table: Table, rows: pl.DataFrame) -> None:
+        """Write one part with the table's canonical schema."""
+        arrow = rows.to_arrow().select(table.schema.names).cast(table.schema)
+        atomic_write_table(self.root / rel, arrow)
+
+    def read(self, table: str) -> pl.DataFrame:
+        """All rows of a table (small lakes, tests and notebooks; use DuckDB for big ones)."""
+        t = TABLES[table]
+        files = sorted(self.table_dir(table).glob("date=*/*.parquet"))
+        if not files:
+            return pl.from_arrow(t.schema.empty_table())  # type: ignore[return-value]
+        tables: list[Any] = [pq.read_table(f, schema=t.schema) for f in files]
+        return pl.from_arrow(pa.concat_tables(tables))  # type: ignore[return-value]

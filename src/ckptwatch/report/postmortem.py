@@ -1,0 +1,637 @@
+"""Post-mortem of one stall: the data the notebook plots, and running the notebook.
+
+``notebooks/stall_postmortem.ipynb`` only calls these functions and the figures of
+:mod:`ckptwatch.report.plots`; everything it shows is computed here from the SQL marts
+(``stall_ranks``, ``stalls``, ``stg_checkpoint_writes``, ``int_signal_samples``) and from the
+attribution (:func:`ckptwatch.analysis.attribution.stall_reports`), so it is testable without a kernel::
+
+    case = open_stall("data/lake", "job-98372")           # the job's worst stall
+    timeline = rank_timeline(case)                        # one row per rank and phase
+    durations = rank_durations(case)                      # this checkpoint vs the job's normal
+    signals = signal_window(case)                         # pause, PortXmitWait, gc, … around it
+    evidence_table(case)                                  # the attribution's evidence
+
+:func:`execute_notebook` runs the notebook for one stall with nbclient (papermill-style: the
+values are injected in a cell after the one tagged ``parameters``) and exports HTML with
+nbconvert; ``ckptwatch postmortem`` is its command line.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from ckptwatch.errors import CkptwatchError
+from ckptwatch.lake.query import connect, run_sql
+from ckptwatch.settings import notebook_path
+
+#: The phases of a rank's checkpoint write, in the order they happen.
+PHASES = ("open", "write", "fsync", "close")
+#: Default notebook (``ckptwatch postmortem --notebook`` overrides).
+NOTEBOOK = notebook_path()
+#: Signals shown around the window: (panel, title, unit). Fabric counters are rates summed over
+#: a host's NICs, ports and counters (as in ``stall_signals``); the rest are gauges.
+SIGNAL_PANELS: tuple[tuple[str, str, str], ...] = (
+    ("pause", "pause frames (PFC / link)", "frames/s"),
+    ("xmit_wait", "InfiniBand PortXmitWait", "ticks/s"),
+    ("gc_active", "gc_active (pool targets)", "fraction"),
+    ("free_blocks", "free blocks", "%"),
+    ("metadata_latency", "pool metadata latency", "ms"),
+)
+#: Host roles in :func:`signal_window`, most to least interesting.
+ROLES = ("slow", "same leaf", "this checkpoint", "other")
+#: Ranks drawn at most in the timeline (every slow rank, then the slowest others).
+MAX_TIMELINE_RANKS = 96
+
+
+@dataclass
+class StallCase:
+    """One stall opened for a post-mortem: the lake's connection and the stall's report."""
+
+    con: duckdb.DuckDBPyConnection
+    lake: Path
+    #: The record of :func:`ckptwatch.analysis.attribution.stall_reports` for this stall.
+    report: dict[str, Any]
+    #: True when a trained attribution model scored the causes (else rules only).
+    with_model: bool
+
+    @property
+    def job(self) -> str:
+        """The stall's job id."""
+        return str(self.report["job_id"])
+
+    @property
+    def step(self) -> int:
+        """The stall's checkpoint step."""
+        return int(self.report["step"])
+
+    @property
+    def start_ts(self) -> datetime:
+        """When the checkpoint's first rank started."""
+        return datetime.fromisoformat(str(self.report["start_ts"]))
+
+    @property
+    def end_ts(self) -> datetime:
+        """When its last rank finished (start + barrier time)."""
+        return datetime.fromisoformat(str(self.report["end_ts"]))
+
+    @property
+    def title(self) -> str:
+        """``job-1 step 42 (pool)``."""
+        return f"{self.job} step {self.step} ({self.report['tier']})"
+
+
+def worst_stall(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stall with the longest barrier time (ties: the larger ratio to baseline)."""
+    return max(reports, key=lambda r: (float(r["barrier_s"]),
+                                       float(r["ratio_to_baseline"] or 0.0)))
+
+
+def open_stall(lake: Path | str, job: str, step: int | None = None, *,
+               con: duckdb.DuckDBPyConnection | None = None) -> StallCase:
+    """Connect to the lake and find the stall ``job``/``step`` (``step`` None: the worst one).
+
+    Raises :class:`CkptwatchError` naming the job's stalls when ``step`` is not one of them.
+    """
+    from ckptwatch.analysis.attribution import load_default_model, stall_reports
+
+    con = con or connect(lake)
+    model = load_default_model()
+    reports = stall_reports(con, job, model)
+    if not reports:
+        known = run_sql(con, "select count(*) as n from checkpoint_latency where job_id = $job",
+                        {"job": job})["n"][0]
+        if not known:
+            jobs = run_sql(con, "select distinct job_id from checkpoint_latency order by 1 "
+                           "limit 10")["job_id"].to_list()
+            raise CkptwatchError(f"job {job!r} has no checkpoints in {lake} (jobs there: "
+                                 f"{', '.join(jobs) or 'none'})")
+        raise CkptwatchError(f"job {job!r} has no stall in {lake}: nothing to post-mortem "
+                             "(`ckptwatch stalls` lists every stall)")
+    if step is None:
+        return StallCase(con, Path(lake), worst_stall(reports), model is not None)
+    rec = next((r for r in reports if int(r["step"]) == int(step)), None)
+    if rec is None:
+        steps = ", ".join(str(r["step"]) for r in reports[:20])
+        raise CkptwatchError(f"job {job} step {step} is not a stall (stalls of this job: "
+                             f"{steps}); omit --step for the worst one")
+    return StallCase(con, Path(lake), rec, model is not None)
+
+
+def headline(case: StallCase) -> str:
+    """A Markdown paragraph: what stalled, how badly, and the top cause."""
+    r = case.report
+    top = r["causes"][0]
+    lines = [
+        f"### {case.title}: {r['barrier_s']:.1f} s barrier, x{r['ratio_to_baseline']:.1f} "
+        f"the job's normal {r['baseline_s']:.1f} s",
+        "",
+        f"- window: {case.start_ts:%Y-%m-%d %H:%M:%S} → {case.end_ts:%H:%M:%S} UTC; "
+        f"rank p50 {r['p50_s']:.1f} s, p99 {r['p99_s']:.1f} s; "
+        f"**{r['n_slow']} of {r['n_ranks']} ranks slow**",
+        f"- top cause: **{top['cause']}** (score {top['score']:.2f}; attribution: "
+        f"{'rules + model' if case.with_model else 'rules only'})",
+    ]
+    lines += [f"  - {ev}" for ev in top["evidence"][:4]]
+    return "\n".join(lines)
+
+
+# -- ranks ------------------------------------------------------------------------------------
+
+_RANKS_SQL = """
+with
+writes as (
+    select * from stg_checkpoint_writes where job_id = $job and step = $step
+),
+
+ranks as (
+    select rank, is_slow, normal_rank_s from stall_ranks where job_id = $job and step = $step
+),
+
+node_leaves as (
+    select * from int_node_leaves
+),
+
+final as (
+    select
+        writes.rank,
+        writes.node,
+        node_leaves.leaf_switch,
+        writes.target,
+        writes.status,
+        writes.start_ts,
+        writes.end_ts,
+        writes.duration_s,
+        writes.open_s,
+        writes.write_s,
+        writes.fsync_s,
+        writes.close_s,
+        coalesce(ranks.is_slow, false) as is_slow,
+        ranks.normal_rank_s,
+    from writes
+    left join ranks using (rank)
+    left join node_leaves using (node)
+)
+
+select * from final order by rank
+"""
+
+
+def rank_timeline(case: StallCase, max_ranks: int = MAX_TIMELINE_RANKS) -> pl.DataFrame:
+    """One row per (rank, phase) of the stalled checkpoint, phases laid end to end.
+
+    Columns: ``rank, node, leaf_switch, target, status, is_slow, duration_s, phase,
+    phase_start_s, phase_s`` (seconds from the checkpoint's first start). Phases are
+    ``PHASES`` plus ``other`` (time the phases do not account for); a rank without phase
+    timings is one ``total`` segment. With more than ``max_ranks`` ranks, every slow rank is
+    kept, then the slowest others (the frame's ``shown_of`` column says how many there were).
+    """
+    ranks = run_sql(case.con, _RANKS_SQL, {"job": case.job, "step": case.step})
+    if ranks.height == 0:
+        raise CkptwatchError(f"no rank records for {case.title}")
+    n_all = ranks.height
+    if n_all > max_ranks:
+        ranks = (ranks.sort(["is_slow", "duration_s"], descending=[True, True])
+                 .head(max_ranks).sort("rank"))
+    t0 = ranks["start_ts"].min()
+    rows: list[dict[str, Any]] = []
+    for r in ranks.iter_rows(named=True):
+        offset = (r["start_ts"] - t0).total_seconds()
+        base = {k: r[k] for k in ("rank", "node", "leaf_switch", "target", "status", "is_slow",
+                                  "duration_s")}
+        phases = [(p, r[f"{p}_s"]) for p in PHASES]
+        if any(v is None for _, v in phases):
+            rows.append({**base, "phase": "total", "phase_start_s": offset,
+                         "phase_s": r["duration_s"]})
+            continue
+        at = offset
+        for p, v in phases:
+            rows.append({**base, "phase": p, "phase_start_s": at, "phase_s": float(v)})
+            at += float(v)
+        rest = float(r["duration_s"]) - (at - offset)
+        if rest > 0.01 * float(r["duration_s"]):
+            rows.append({**base, "phase": "other", "phase_start_s": at, "phase_s": rest})
+    return pl.DataFrame(rows, infer_schema_length=None).with_columns(
+        pl.lit(n_all).alias("shown_of"))
+
+
+def slow_ranks(case: StallCase) -> pl.DataFrame:
+    """The stall's slow ranks: where they ran and wrote, and which phases lost the time."""
+    return run_sql(case.con, """
+        select
+            rank, node, leaf_switch, target, status,
+            round(duration_s, 2) as duration_s,
+            round(normal_rank_s, 2) as normal_s,
+            round(duration_s / nullif(normal_rank_s, 0), 1) as x_normal,
+            round(open_s - normal_open_s, 2) as open_excess_s,
+            round(write_s - normal_write_s, 2) as write_excess_s,
+            round(fsync_s - normal_fsync_s, 2) as fsync_excess_s,
+            round(close_s - normal_close_s, 2) as close_excess_s,
+        from stall_ranks
+        where job_id = $job and step = $step and is_slow
+        order by duration_s desc, rank
+    """, {"job": case.job, "step": case.step})
+
+
+@dataclass(frozen=True)
+class RankDurations:
+    """Rank durations of the stalled checkpoint against those of the job's normal checkpoints."""
+
+    #: This checkpoint: ``rank, duration_s, is_slow``.
+    this: pl.DataFrame
+    #: Every rank duration of the job's checkpoints that are not stalls (``duration_s``).
+    normal: pl.DataFrame
+    #: The job's normal rank duration (median of per-checkpoint medians, as in stall_ranks).
+    normal_rank_s: float
+    #: A rank is slow at or above this duration.
+    slow_threshold_s: float
+    n_normal_checkpoints: int
+
+
+def rank_durations(case: StallCase) -> RankDurations:
+    """This checkpoint's rank durations and the job's normal (non-stall) rank durations."""
+    from ckptwatch.analysis.stalls import StallSettings
+
+    this = run_sql(case.con, """
+        select rank, duration_s, is_slow, normal_rank_s
+        from stall_ranks where job_id = $job and step = $step order by rank
+    """, {"job": case.job, "step": case.step})
+    normal = run_sql(case.con, """
+        select writes.step, writes.duration_s
+        from stg_checkpoint_writes as writes
+        semi join (select job_id, step from stalls where job_id = $job and not is_stall) as ok
+            using (job_id, step)
+        where writes.job_id = $job
+    """, {"job": case.job})
+    normal_s = float(this["normal_rank_s"].drop_nulls().first() or 0.0)  # type: ignore[arg-type]
+    s = StallSettings()
+    threshold = max(s.slow_rank_factor * normal_s, normal_s + s.slow_rank_min_excess_s)
+    return RankDurations(this.drop("normal_rank_s"), normal.select("duration_s"), normal_s,
+                         threshold, normal["step"].n_unique())
+
+
+def duration_summary(d: RankDurations) -> pl.DataFrame:
+    """p50 / p90 / p99 / max of the rank durations: this checkpoint vs the job's normal."""
+    rows = []
+    for label, s in (("this checkpoint", d.this["duration_s"]),
+                     ("normal checkpoints", d.normal["duration_s"])):
+        if s.len() == 0:
+            continue
+        rows.append({"ranks of": label, "n": s.len(),
+                     **{f"{q}_s": round(float(s.quantile(v, "linear") or 0.0), 2)
+                        for q, v in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+                     "max_s": round(float(s.cast(pl.Float64).max() or 0.0), 2)})  # type: ignore[arg-type]
+    return pl.DataFrame(rows)
+
+
+# -- signals ----------------------------------------------------------------------------------
+
+_SIGNALS_SQL = """
+with
+samples as (
+    select * from int_signal_samples
+    where ts >= $t0 and ts <= $t1
+),
+
+panels as (
+    select
+        case
+            when family in ('pause', 'xmit_wait') then family
+            when signal = 'gc_active' then 'gc_active'
+            when family = 'free_blocks' then 'free_blocks'
+            when signal = 'metadata_latency_ms' then 'metadata_latency'
+        end as panel,
+        host,
+        ts,
+        kind,
+        case when kind = 'counter' then rate_per_s else value end as v,
+    from samples
+),
+
+final as (
+    select
+        panel,
+        host,
+        ts,
+        case when any_value(kind) = 'counter' then sum(v) else avg(v) end as value,
+    from panels
+    where panel is not null and v is not null
+    group by panel, host, ts
+)
+
+select * from final order by panel, host, ts
+"""
+
+
+def window_bounds(case: StallCase, pad_s: float | None = None) -> tuple[datetime, datetime]:
+    """The time range of :func:`signal_window`: the checkpoint ± ``pad_s`` (default: the
+    larger of 10 minutes and 5 barrier times, so slow counters have samples either side)."""
+    pad = pad_s if pad_s is not None else max(600.0, 5.0 * float(case.report["barrier_s"]))
+    return case.start_ts - timedelta(seconds=pad), case.end_ts + timedelta(seconds=pad)
+
+
+def host_roles(case: StallCase) -> dict[str, str]:
+    """Host -> role for the checkpoint's hosts: ``slow`` (a slow rank ran or wrote there),
+    ``same leaf`` (a node on a slow node's leaf switch), ``this checkpoint`` (ran or served
+    its ranks). Hosts not listed are ``other``."""
+    ranks = run_sql(case.con, """
+        select node, leaf_switch, target_host, is_slow from stall_ranks
+        where job_id = $job and step = $step
+    """, {"job": case.job, "step": case.step})
+    leaves = run_sql(case.con, "select node, leaf_switch from int_node_leaves")
+    slow = ranks.filter(pl.col("is_slow"))
+    slow_hosts = set(slow["node"].to_list()) | set(slow["target_host"].drop_nulls().to_list())
+    slow_leaves = set(slow["leaf_switch"].drop_nulls().to_list())
+    roles: dict[str, str] = {}
+    for node, leaf in leaves.iter_rows():
+        if leaf in slow_leaves:
+            roles[node] = "same leaf"
+    for host in set(ranks["node"].to_list()) | set(ranks["target_host"].drop_nulls().to_list()):
+        roles[host] = "this checkpoint"
+    for host in slow_hosts:
+        roles[host] = "slow"
+    return roles
+
+
+def signal_window(case: StallCase, pad_s: float | None = None) -> pl.DataFrame:
+    """The signals of :data:`SIGNAL_PANELS` for every host around the stall's window.
+
+    Columns: ``panel, host, role, ts, value``. Counters (pause, PortXmitWait) are rates over
+    the interval that ends at ``ts``, summed over the host's NICs and counters; gauges are the
+    sample's value (averaged over a host's drives). ``role`` is from :func:`host_roles`.
+    """
+    t0, t1 = window_bounds(case, pad_s)
+    frame = run_sql(case.con, _SIGNALS_SQL, {"t0": t0, "t1": t1})
+    roles = host_roles(case)
+    return frame.with_columns(
+        pl.col("ts").dt.convert_time_zone("UTC"),
+        pl.col("host").replace_strict(roles, default="other", return_dtype=pl.String)
+        .alias("role"))
+
+
+def signal_summary(signals: pl.DataFrame, case: StallCase) -> pl.DataFrame:
+    """Per panel and role: mean and peak during the checkpoint vs mean outside it."""
+    inside = (pl.col("ts") >= case.start_ts) & (pl.col("ts") <= case.end_ts + timedelta(
+        seconds=90))
+    if signals.height == 0:
+        return pl.DataFrame()
+    order = {p: i for i, (p, _, _) in enumerate(SIGNAL_PANELS)}
+    return (signals.group_by("panel", "role")
+            .agg(pl.col("host").n_unique().alias("hosts"),
+                 pl.col("value").filter(inside).mean().alias("during_mean"),
+                 pl.col("value").filter(inside).max().alias("during_peak"),
+                 pl.col("value").filter(~inside).mean().alias("outside_mean"))
+            .with_columns(pl.col("panel").replace_strict(order, default=99).alias("_o"),
+                          pl.col("role").replace_strict({r: i for i, r in enumerate(ROLES)},
+                                                        default=9).alias("_r"))
+            .sort("_o", "_r").drop("_o", "_r"))
+
+
+# -- evidence ---------------------------------------------------------------------------------
+
+
+def evidence_table(case: StallCase) -> pl.DataFrame:
+    """The attribution's verdicts: one row per evidence line, causes ranked."""
+    rows = []
+    for i, c in enumerate(case.report["causes"], start=1):
+        lines = c["evidence"] or ["(no signal of this cause)"]
+        for ev in lines:
+            rows.append({"rank": i, "cause": c["cause"], "score": c["score"],
+                         "supported": c["supported"], "rule_score": c["rule_score"],
+                         "model_score": c["model_score"], "evidence": ev})
+    return pl.DataFrame(rows, schema={"rank": pl.Int64, "cause": pl.String,
+                                      "score": pl.Float64, "supported": pl.Boolean,
+                                      "rule_score": pl.Float64, "model_score": pl.Float64,
+                                      "evidence": pl.String})
+
+
+def next_steps(case: StallCase) -> str:
+    """Markdown: commands to dig further into this stall."""
+    lake = case.lake
+    return "\n".join([
+        "- every feature behind the scores: "
+        f"`ckptwatch explain --lake {lake} --job {case.job} --step {case.step}`",
+        "- the signals during the window, per host and series: "
+        f"`ckptwatch sql --lake {lake} \"select * from stall_signals where job_id = "
+        f"'{case.job}' and step = {case.step} order by level_vs_baseline desc\"`",
+        f"- the job's headroom to its timeout: `ckptwatch alerts --lake {lake}`",
+    ])
+
+
+# -- display ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    """A frame shown in a notebook as a plain HTML table: no dtypes or shape line, strings
+    unquoted and whole, floats rounded, at most ``max_rows`` rows."""
+
+    frame: pl.DataFrame
+    digits: int = 2
+    max_rows: int = 200
+
+    def _cell(self, value: Any) -> str:
+        import html
+
+        if value is None:
+            return "–"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:,.{self.digits}f}"
+        return html.escape(str(value))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        cols = self.frame.columns
+        numeric = {c for c, t in self.frame.schema.items() if t.is_numeric()}
+        head = "".join(f'<th style="text-align:{"right" if c in numeric else "left"}">'
+                       f"{html.escape(c)}</th>" for c in cols)
+        rows = []
+        for row in self.frame.head(self.max_rows).iter_rows():
+            cells = "".join(f'<td style="text-align:{"right" if c in numeric else "left"}">'
+                            f"{self._cell(v)}</td>" for c, v in zip(cols, row, strict=True))
+            rows.append(f"<tr>{cells}</tr>")
+        more = (f"<p>… {self.frame.height - self.max_rows} more rows</p>"
+                if self.frame.height > self.max_rows else "")
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+
+    def __repr__(self) -> str:
+        return repr(self.frame)
+
+
+def show(frame: pl.DataFrame, digits: int = 2) -> Table:
+    """Display ``frame`` as a plain table (the notebook's tables)."""
+    return Table(frame, digits)
+
+
+# -- running the notebook ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """One executed post-mortem notebook."""
+
+    html: Path
+    notebook: Any
+    n_images: int
+    elapsed_s: float
+
+
+def inject_parameters(nb: Any, values: dict[str, Any]) -> Any:
+    """A copy of ``nb`` with a cell tagged ``injected-parameters`` assigning ``values``,
+    placed after the cell tagged ``parameters`` (papermill's convention), replacing an
+    injected cell already there. Values are written with ``repr``."""
+    import nbformat
+
+    out = copy.deepcopy(nb)
+    cells = [c for c in out.cells
+             if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    source = "# Parameters injected by ckptwatch postmortem\n" + "".join(
+        f"{k} = {v!r}\n" for k, v in values.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
+    at = next((i + 1 for i, c in enumerate(cells)
+               if "parameters" in c.get("metadata", {}).get("tags", [])), 0)
+    cells.insert(at, cell)
+    out.cells = cells
+    return out
+
+
+#: nbconvert's JupyterLab template without the scripts it loads from a CDN (require.js,
+#: MathJax, mermaid): the post-mortem has no widgets or formulas and must open offline. Figures
+#: get their cell's title (its first comment line) as alternative text.
+_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block data_png scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img alt="{{ cell.source.split('\\n')[0].lstrip('# ') | escape_html }}"
+ src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}">
+</div>
+{%- endblock data_png %}
+"""
+
+
+def _cell_title(cell: Any) -> str:
+    for line in str(cell.source).splitlines():
+        text = line.strip().lstrip("#").strip()
+        if text and not text.startswith("%"):
+            return text[:60]
+    return "(empty cell)"
+
+
+def _this_python_kernel() -> Any:
+    """A kernel manager for this interpreter (the one ckptwatch is installed in), whatever
+    kernelspecs the machine has."""
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+
+    class _ThisPython(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+            return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f",
+                                    "{connection_file}"],
+                              display_name="Python (ckptwatch)", language="python")
+
+    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_ThisPython(),
+                              transport="ipc")
+
+
+def _write_notebook(nb: Any, path: Path) -> None:
+    import nbformat
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, path)
+    except OSError as exc:
+        raise CkptwatchError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def count_images(nb: Any) -> int:
+    """PNG outputs in an executed notebook."""
+    return sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {}))
+
+
+def execute_notebook(lake: Path | str, job: str, step: int | None, out_html: Path, *,
+                     notebook: Path | None = None, with_code: bool = False,
+                     executed_path: Path | None = None, timeout_s: float = 600.0,
+                     progress: Callable[[str], None] | None = None) -> NotebookRun:
+    """Run the post-mortem notebook for one stall and write it as self-contained HTML.
+
+    The stall is checked first (a wrong step fails fast with the job's stalls). ``progress``
+    gets one line per code cell (default: stderr). ``executed_path`` also keeps the executed
+    ``.ipynb``. Raises :class:`CkptwatchError` when a cell fails, naming it.
+    """
+    import nbformat
+    from jinja2 import DictLoader
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    from nbconvert import HTMLExporter
+
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    lake = Path(lake).resolve()
+    case = open_stall(lake, job, step)  # fail fast, and resolve the worst stall
+    step = case.step
+    case.con.close()
+    path = notebook or NOTEBOOK
+    if not path.is_file():
+        raise CkptwatchError(f"notebook {path} not found (run from a ckptwatch checkout, or "
+                             "pass --notebook)")
+    nb = inject_parameters(nbformat.read(path, as_version=4),
+                           {"lake": str(lake), "job": job, "step": step})
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    started: dict[int, float] = {}
+    current: list[int] = []
+
+    def on_start(cell: Any, cell_index: int) -> None:
+        started[cell_index] = time.monotonic()
+        current[:] = [cell_index]
+
+    def on_done(cell: Any, cell_index: int, **_: Any) -> None:
+        n = code.index(cell_index) + 1 if cell_index in code else 0
+        dt = time.monotonic() - started.get(cell_index, time.monotonic())
+        say(f"  [{n}/{len(code)}] {_cell_title(cell)}  ({dt:.1f} s)")
+
+    t0 = time.monotonic()
+    say(f"postmortem {job} step {step}: starting a kernel and running {len(code)} cells of "
+        f"{path.name}…")
+    client = NotebookClient(nb, km=_this_python_kernel(), timeout=int(timeout_s),
+                            resources={"metadata": {"path": str(Path.cwd())}},
+                            on_cell_start=on_start, on_cell_executed=on_done)
+    try:
+        client.execute(cleanup_kc=True)  # shut the kernel down now (we made its manager)
+    except CellExecutionError as exc:
+        where = ""
+        if current and current[0] in code:
+            where = (f" in cell {code.index(current[0]) + 1}/{len(code)} "
+                     f"({_cell_title(nb.cells[current[0]])})")
+        if executed_path is not None:
+            _write_notebook(nb, executed_path)
+        see = (f"the traceback is in {executed_path}" if executed_path is not None
+               else "--save-notebook FILE.ipynb keeps the traceback")
+        raise CkptwatchError(f"the notebook failed{where} for {job} step {step}: "
+                             f"{exc.ename}: {exc.evalue} ({see})") from None
+    if executed_path is not None:
+        _write_notebook(nb, executed_path)
+    exporter = HTMLExporter(extra_loaders=[DictLoader({"ckptwatch.html.j2": _TEMPLATE})],
+                            template_file="ckptwatch.html.j2", exclude_input=not with_code,
+                            exclude_input_prompt=True, exclude_output_prompt=True)
+    html, _ = exporter.from_notebook_node(
+        nb, resources={"metadata": {"name": f"Stall post-mortem: {job} step {step}"}})
+    try:
+        out_html.parent.mkdir(parents=True, exist_ok=True)
+        out_html.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise CkptwatchError(f"cannot write {out_html}: {exc.strerror or exc}") from None
+    return NotebookRun(out_html, nb, count_images(nb), time.monotonic() - t0)

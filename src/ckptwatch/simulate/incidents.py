@@ -1,0 +1,504 @@
+"""Incidents of a simulated scenario: where they strike, and what they do to the checkpoints.
+
+``ckptwatch.simulate.scenario`` builds the cluster and the jobs' healthy checkpoints; this module then
+
+- plans the incidents (``IncidentPlanner``): stalls by ``gc``, ``metadata``, ``fabric_pause`` or
+  ``unknown`` anchored on chosen checkpoints, a two-cause overlap, and confounders that leave a
+  signal but stall nothing (a pause burst between checkpoints, GC on an idle pool target, a mild
+  metadata bump, a pause storm on local-tier nodes);
+- turns each incident into extra seconds per phase on the ranks it reaches (``apply_incidents``);
+- derives the truth: which checkpoints became stalls and which incidents made them so
+  (``find_stalls``).
+
+The telemetry side (``ckptwatch.simulate.telemetry``) reads the same ``Incident`` records to write
+the signals each cause leaves behind. Imports point one way: simulate -> simulate_incidents ->
+simulate_telemetry.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ckptwatch.simulate.telemetry import Background, Cluster, Incident, overlap
+
+GB = 1e9
+#: A checkpoint is a labelled stall when its barrier time is at least this many times its job's
+#: median barrier time.
+STALL_RATIO = 2.0
+STALL_KINDS = ("gc", "metadata", "fabric_pause", "unknown", "overlap")
+CONFOUNDER_KINDS = ("pause_between", "gc_idle", "metadata_mild", "fabric_local")
+_EXTRA_KINDS = STALL_KINDS + CONFOUNDER_KINDS
+_EXTRA_WEIGHTS = np.array([22, 15, 18, 6, 9, 10, 8, 6, 6], dtype=float) / 100.0
+
+
+@dataclass
+class Job:
+    """One job: its ranks, checkpoint schedule, phase times before and after incidents."""
+
+    job_id: str
+    tier: str
+    nodes: np.ndarray
+    encoding: str
+    rank_node: np.ndarray
+    rank_drive: np.ndarray
+    rank_target: np.ndarray
+    nbytes: np.ndarray
+    files: int
+    interval_s: float
+    step_time_s: float
+    steps: np.ndarray
+    starts: np.ndarray
+    nominal_s: float
+    traffic_bps: float
+    healthy: tuple[np.ndarray, ...] = ()  # O, W, F, C before incidents
+    final: tuple[np.ndarray, ...] = ()
+    skew: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    status: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int8))
+    gap: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    baseline_s: float = 0.0
+    timeout_s: float = 0.0
+    effects: list[Effect] = field(default_factory=list)
+
+    d0: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # healthy rank durations
+    b0: np.ndarray = field(default_factory=lambda: np.zeros(0))  # healthy barrier times
+
+    @property
+    def n_ranks(self) -> int:
+        """Ranks of the job (GPUs over its nodes)."""
+        return int(self.rank_node.size)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Extra seconds per phase (open, write, fsync, close) on the checkpoints ``rows``."""
+
+    incident: int
+    rows: np.ndarray
+    oa: np.ndarray
+    wa: np.ndarray
+    fa: np.ndarray
+    ca: np.ndarray
+
+
+# ------------------------------------------------------------------------------ planning
+
+
+def _loguniform(rng: np.random.Generator, lo: float, hi: float) -> float:
+    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+
+class IncidentPlanner:
+    """Draws incidents: stalls anchored on chosen checkpoints, confounders placed around them."""
+
+    def __init__(self, cluster: Cluster, jobs: list[Job], bg: Background,
+                 rng: np.random.Generator, t0: float, t1: float, *, expected: float,
+                 smart_interval_s: float) -> None:
+        """``expected``: mean number of incidents over [t0, t1]."""
+        self.cluster, self.jobs, self.bg, self.rng = cluster, jobs, bg, rng
+        self.t0, self.t1, self.expected = t0, t1, expected
+        #: Incidents end before the last SMART interval so that every drive can show them.
+        self.t_end = t1 - min(1.4 * smart_interval_s + 100.0, 0.3 * (t1 - t0))
+        self.used: dict[tuple[int, int], float] = {}  # (job, checkpoint) -> planned slowdown
+        self._required = True
+        self.out: list[Incident] = []
+        self._target_drive_bw = cluster.target_bw / cluster.drives_per_target
+
+    def plan(self) -> list[Incident]:
+        """All incidents, ids in order of start time."""
+        expected = self.expected
+        if expected <= 0:
+            return []
+        base = ["gc", "metadata", "fabric_pause", "pause_between", "gc_idle", "metadata_mild",
+                "unknown", "fabric_local"] + (["overlap"] if expected >= 8 else [])
+        n_min = min(len(base), math.ceil(expected) + 1)
+        total = max(int(self.rng.poisson(expected)), n_min)
+        kinds = base[:n_min] + [str(k) for k in self.rng.choice(
+            _EXTRA_KINDS, total - n_min, p=_EXTRA_WEIGHTS)]
+        required = len(kinds) - (total - n_min)
+        ordered = [(i < required, k) for i, k in enumerate(kinds) if k in STALL_KINDS]
+        ordered += [(i < required, k) for i, k in enumerate(kinds) if k in CONFOUNDER_KINDS]
+        for required_kind, kind in ordered:
+            self._required = required_kind
+            getattr(self, f"_{kind}")(1 if required_kind else self._span())
+        self.out.sort(key=lambda inc: (inc.start, inc.cause))
+        return [replace(inc, id=f"inc-{i + 1:03d}") for i, inc in enumerate(self.out)]
+
+    def _slowdown(self, j: int, lo: float, hi: float) -> float:
+        """Most stalls stay below the job's timeout; about one in eight runs into it."""
+        limit = self.jobs[j].timeout_s / self.jobs[j].baseline_s
+        if self.rng.random() < 0.12:
+            return float(self.rng.uniform(1.05, 1.5) * limit)
+        return float(self.rng.uniform(lo, max(lo + 0.2, min(hi, 0.85 * limit))))
+
+    def _span(self) -> int:
+        return int(self.rng.choice([1, 2, 3], p=[0.75, 0.18, 0.07]))
+
+    def _pick(self, tiers: tuple[str, ...], span: int = 1) -> tuple[int, int] | None:
+        cands = []
+        for j, job in enumerate(self.jobs):
+            taken = sum(1 for (jj, _) in self.used if jj == j)
+            if job.tier not in tiers or taken + span > max(1, job.starts.size // 4):
+                continue  # keep stalls a minority: the job's median stays its normal
+            for k in range(job.starts.size - span + 1):
+                near = any((j, x) in self.used for x in range(k - 1, k + span + 1))
+                last = job.starts[k + span - 1] + 2.2 * job.timeout_s + 60.0
+                if not near and job.starts[k] - 200 > self.t0 and last < self.t_end:
+                    cands.append((j, k))
+        return cands[int(self.rng.integers(len(cands)))] if cands else None
+
+    def _window(self, j: int, k: int, span: int, slowdown: float) -> tuple[float, float]:
+        job, last = self.jobs[j], k + span - 1
+        for x in range(k, k + span):
+            self.used[(j, x)] = max(self.used.get((j, x), 1.0), slowdown)
+        onset = -self.rng.uniform(20, 150)
+        if not self._required and self.rng.random() < 0.3:  # begins while ranks are writing
+            onset = self.rng.uniform(0.05, 0.3) * job.b0[k]
+        held = job.b0[last] + (slowdown - 1.0) * job.baseline_s  # the slowed ranks' duration
+        return (float(job.starts[k] + onset),
+                float(job.starts[last] + held * self.rng.uniform(1.05, 1.3)
+                      + self.rng.uniform(10, 60)))
+
+    def _add(self, **kw: Any) -> None:
+        self.out.append(Incident(id="", **kw))
+
+    def _gc_signal(self, drive_bw: float, slowdown: float) -> dict[str, float]:
+        """GC relocation takes the share of the drive's bandwidth that host writes lose."""
+        r = self.rng
+        busy = 1.0 - 1.0 / slowdown if slowdown > 1.0 else r.uniform(0.5, 0.9)
+        return {"write_amplification": r.uniform(2.0, 5.0), "free_blocks_pct": r.uniform(1.5, 8),
+                "busy_share": r.uniform(0.6, 0.95),
+                "relocation_gbs": drive_bw * busy * r.uniform(0.7, 1.0) / GB,
+                "fsync_ratio": r.uniform(0.8, 1.5), "lead_s": r.uniform(120, 600),
+                "recovery_s": r.uniform(300, 1200)}
+
+    def _fabric_signal(self) -> dict[str, float]:
+        r = self.rng
+        return {"pause_frames_per_s": _loguniform(r, 2e3, 4e4), "tx_frac": r.uniform(0.05, 0.4),
+                "cnp_per_s": r.uniform(300, 5000), "xmit_wait_per_s": _loguniform(r, 4e6, 4e7)}
+
+    def _gc(self, span: int, at: tuple[int, int] | None = None) -> None:
+        pick = at or self._pick(("pool", "local"), span)
+        if pick is None:
+            return
+        j, k = pick
+        job, r = self.jobs[j], self.rng
+        slowdown = self._slowdown(j, 2.8, 5.0)
+        start, end = self._window(j, k, span, slowdown)
+        if k + span < job.starts.size:  # GC keeps cleaning after the burst that triggered it
+            end = max(end, min(end + r.uniform(30, 180), float(job.starts[k + span]) - 20))
+        targets: tuple[int, ...] = ()
+        drives: tuple[int, ...] = ()
+        if job.tier == "pool":
+            mine = np.unique(job.rank_target)
+            many = r.random() >= 0.6 and mine.size > 1
+            pick_n = int(r.integers(2, min(mine.size, 4) + 1)) if many else 1
+            targets = tuple(int(t) for t in np.sort(r.choice(mine, pick_n, replace=False)))
+            variant = "pool_targets" if many else "pool_target"
+            bw = self._target_drive_bw
+        else:
+            u = r.random()
+            variant = "local_drive" if u < 0.5 else ("node_drives" if u < 0.8 else "nodes_drives")
+            if variant == "local_drive":
+                drives = (int(job.rank_drive[r.integers(job.n_ranks)]),)
+            else:
+                count = 1 if variant == "node_drives" else min(job.nodes.size,
+                                                               int(r.integers(2, 4)))
+                variant = "node_drives" if count == 1 else variant
+                hosts = r.choice(job.nodes, count, replace=False)
+                dpn = self.cluster.drives_per_node
+                drives = tuple(int(h) * dpn + x for h in np.sort(hosts) for x in range(dpn))
+            bw = float(self.cluster.local_drive_bw[list(drives)].mean())
+        nodes = sorted({d // self.cluster.drives_per_node for d in drives})
+        self._add(cause="gc", kind="stall", variant=variant, job_id=job.job_id, start=start,
+                  end=end, nodes=tuple(nodes), targets=targets, drives=drives,
+                  slowdown=slowdown, signal=self._gc_signal(bw, slowdown))
+
+    def _metadata(self, span: int, at: tuple[int, int] | None = None) -> None:
+        pick = at or self._pick(("pool",), span)
+        if pick is None:
+            return
+        j, k = pick
+        job, r = self.jobs[j], self.rng
+        slowdown = self._slowdown(j, 2.8, 4.5)
+        start, end = self._window(j, k, span, slowdown)
+        storm = r.random() < 0.65
+        self._add(cause="metadata", kind="stall", variant="ops_storm" if storm else "degraded",
+                  job_id=job.job_id, start=start, end=end, slowdown=slowdown, signal={
+                      "metadata_latency_extra_ms":
+                          (slowdown - 1.0) * job.baseline_s / (3 * job.files) * 1000.0,
+                      "metadata_ops_factor": r.uniform(4, 15) if storm else r.uniform(0.4, 0.8),
+                      "rank_fraction": r.uniform(0.5, 1.0), "_seed": float(r.integers(2**31))})
+
+    def _fabric_pause(self, span: int, at: tuple[int, int] | None = None) -> None:
+        pick = at or self._pick(("pool",), span)
+        if pick is None:
+            return
+        j, k = pick
+        job = self.jobs[j]
+        slowdown = self._slowdown(j, 2.8, 4.5)
+        start, end = self._window(j, k, span, slowdown)
+        nodes, leaf, variant = self._fabric_scope(job.nodes)
+        self._add(cause="fabric_pause", kind="stall", variant=variant, job_id=job.job_id,
+                  start=start, end=end, nodes=nodes, leaf=leaf, slowdown=slowdown,
+                  signal=self._fabric_signal())
+
+    def _fabric_scope(self, pool_nodes: np.ndarray,
+                      within: bool = False) -> tuple[tuple[int, ...], int | None, str]:
+        r = self.rng
+        node = int(r.choice(pool_nodes))
+        leaf = int(self.cluster.leaf[node])
+        if r.random() < 0.55:
+            members = np.nonzero(self.cluster.leaf == leaf)[0]
+            if within:
+                members = np.intersect1d(members, pool_nodes)
+            return tuple(int(x) for x in members), leaf, "leaf"
+        count = min(pool_nodes.size, int(r.integers(1, 4)))
+        chosen = np.sort(r.choice(pool_nodes, count, replace=False))
+        return tuple(int(x) for x in chosen), None, "nodes"
+
+    def _unknown(self, span: int) -> None:
+        pick = self._pick(("pool", "local"), span)
+        if pick is None:
+            return
+        j, k = pick
+        job, r = self.jobs[j], self.rng
+        u = r.random()
+        if u < 0.4:
+            variant, ranks = "one_rank", [int(r.integers(job.n_ranks))]
+        elif u < 0.8:
+            node = int(r.choice(job.nodes))
+            variant, ranks = "one_node", np.nonzero(job.rank_node == node)[0].tolist()
+        else:
+            count = min(job.n_ranks, int(r.integers(2, 9)))
+            variant = "scattered"
+            ranks = sorted(r.choice(job.n_ranks, count, replace=False).tolist())
+        slowdown = self._slowdown(j, 3.2, 5.0)
+        start, end = self._window(j, k, span, slowdown)
+        phase = "fsync" if r.random() < 0.3 else "write"
+        self._add(cause="unknown", kind="stall", variant=f"{variant}_{phase}", job_id=job.job_id,
+                  start=start, end=end, nodes=tuple(sorted({int(job.rank_node[x]) for x in ranks})),
+                  ranks=tuple(ranks), slowdown=slowdown)
+
+    def _overlap(self, span: int) -> None:
+        pick = self._pick(("pool",), 1)
+        if pick is None:
+            return
+        first, second = self.rng.choice(["gc", "fabric_pause", "metadata"], 2, replace=False)
+        for cause in (first, second):
+            getattr(self, f"_{cause}")(1, at=pick)
+
+    def _busy(self, jobs: list[int]) -> list[tuple[float, float]]:
+        """When these jobs' ranks may be writing, counting every stall planned so far."""
+        stalls = [(inc.start, inc.end, inc.slowdown) for inc in self.out if inc.kind == "stall"]
+        out = []
+        for j in jobs:
+            job = self.jobs[j]
+            for k in range(job.starts.size):
+                s, b = float(job.starts[k]), float(job.b0[k])
+                slow = max([self.used.get((j, k), 1.0)]
+                           + [r for a, e, r in stalls if a < s + 3 * b and e > s])
+                out.append((s - 15.0, s + (b + (slow - 1) * job.baseline_s) * 1.3 + 20.0))
+        return sorted(out)
+
+    def _slot(self, busy: list[tuple[float, float]], length: float) -> float | None:
+        free, cursor = [], self.t0 + 60.0
+        for s, e in sorted([*busy, (self.t_end, math.inf)]):
+            if s - cursor >= length:
+                free.append((cursor, s - length))
+            cursor = max(cursor, e)
+        if not free:
+            return None
+        lo, hi = free[int(self.rng.integers(len(free)))]
+        return float(self.rng.uniform(lo, hi))
+
+    def _pause_between(self, _span: int) -> None:
+        r, cl = self.rng, self.cluster
+        for attempt in range(4):
+            if r.random() < 0.6:
+                leaf: int | None = int(r.integers(len(cl.leaves)))
+                nodes = np.nonzero(cl.leaf == leaf)[0]
+            else:
+                leaf = None
+                nodes = np.sort(r.choice(len(cl.nodes), int(r.integers(1, 4)), replace=False))
+            touching = [j for j, job in enumerate(self.jobs)
+                        if np.intersect1d(job.nodes, nodes).size]
+            length = float(r.uniform(30, 240)) * 0.6**attempt
+            start = self._slot(self._busy(touching), length)
+            if start is not None:
+                self._add(cause="fabric_pause", kind="confounder", variant="between_checkpoints",
+                          job_id=None, start=start, end=start + length,
+                          nodes=tuple(int(x) for x in nodes), leaf=leaf,
+                          signal=self._fabric_signal())
+                return
+
+    def _gc_idle(self, _span: int) -> None:
+        for attempt in range(6):
+            target = int(self.rng.integers(len(self.cluster.targets)))
+            writers = [j for j, job in enumerate(self.jobs) if np.any(job.rank_target == target)]
+            length = float(self.rng.uniform(120, 400)) * 0.7**attempt
+            start = self._slot(self._busy(writers), length)
+            if start is not None:
+                self._add(cause="gc", kind="confounder", variant="idle_target", job_id=None,
+                          start=start, end=start + length, targets=(target,),
+                          signal=self._gc_signal(self._target_drive_bw, 1.0))
+                return
+
+    def _metadata_mild(self, _span: int) -> None:
+        r = self.rng
+        pool = [job for job in self.jobs if job.tier == "pool"]
+        if not pool:
+            return
+        pick = self._pick(("pool",)) if r.random() < 0.7 else None
+        if pick is not None:
+            job = self.jobs[pick[0]]
+            start = float(job.starts[pick[1]] - r.uniform(10, 60))
+            end = max(start + 60.0, float(job.starts[pick[1]] + job.b0[pick[1]] * r.uniform(1, 2)))
+            self.used[pick] = 1.3
+        else:
+            start = float(r.uniform(self.t0 + 60, max(self.t0 + 61, self.t_end - 600)))
+            end = start + float(r.uniform(60, 600))
+        bound = 0.2 * min(j.baseline_s / (3 * j.files) for j in pool)
+        extra = min(bound, float(self.bg.meta_at(np.array(start))) * r.uniform(1.0, 3.0))
+        self._add(cause="metadata", kind="confounder", variant="mild", job_id=None,
+                  start=start, end=end, signal={
+                      "metadata_latency_extra_ms": extra * 1000.0,
+                      "metadata_ops_factor": r.uniform(1.5, 3.0),
+                      "rank_fraction": r.uniform(0.5, 1.0), "_seed": float(r.integers(2**31))})
+
+    def _fabric_local(self, _span: int) -> None:
+        pick = self._pick(("local",))
+        if pick is None:
+            return
+        j, k = pick
+        job, r = self.jobs[j], self.rng
+        self.used[pick] = 1.1
+        nodes, leaf, variant = self._fabric_scope(job.nodes, within=True)
+        signal = {**self._fabric_signal(), "local_slowdown": r.uniform(0.0, 0.05)}
+        self._add(cause="fabric_pause", kind="confounder", variant=f"local_tier_{variant}",
+                  job_id=job.job_id, start=float(job.starts[k] - r.uniform(20, 120)),
+                  end=float(job.starts[k] + job.b0[k] * r.uniform(1.2, 2.5) + r.uniform(10, 60)),
+                  nodes=nodes, leaf=leaf, signal=signal)
+
+
+# ------------------------------------------------------------------------------ effects & truth
+
+
+def _scope(inc: Incident, job: Job, j: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ranks of ``job`` the incident reaches, and a per-rank intensity."""
+    ones = np.ones(job.n_ranks)
+    if inc.cause == "gc":
+        if job.tier == "pool" and inc.targets:
+            return np.isin(job.rank_target, inc.targets), ones
+        if job.tier == "local" and inc.drives:
+            return np.isin(job.rank_drive, inc.drives), ones
+        return None
+    if inc.cause == "fabric_pause":
+        return np.isin(job.rank_node, inc.nodes), ones
+    if inc.cause == "metadata":
+        if job.tier != "pool":
+            return None
+        g = np.random.Generator(np.random.PCG64([int(inc.signal["_seed"]), j]))
+        return g.random(job.n_ranks) < inc.signal["rank_fraction"], g.uniform(0.7, 1.3, job.n_ranks)
+    if inc.job_id == job.job_id:
+        return np.isin(np.arange(job.n_ranks), inc.ranks), ones
+    return None
+
+
+def _effect(i: int, inc: Incident, job: Job, j: int) -> Effect | None:
+    """Extra seconds per phase the incident adds to the ranks it reaches.
+
+    A reached rank is held up by ``slowdown - 1`` times the job's normal barrier (scaled by how
+    much of the rank's write the incident covers), so the barrier grows to about ``slowdown``
+    times normal; the extra time goes where the cause puts it (gc: write and fsync,
+    fabric_pause: mostly write, unknown: write or fsync). Metadata adds latency x operations
+    to open and close.
+    """
+    d0 = job.d0
+    rows = np.nonzero((job.starts < inc.end) & (job.starts + d0.max(axis=1) + 0.05 > inc.start))[0]
+    scope = _scope(inc, job, j) if rows.size else None
+    if scope is None or not scope[0].any():
+        return None
+    mask, weight = scope
+    rs = job.starts[rows, None] + job.skew[rows]
+    ov = overlap(rs, rs + d0[rows], inc.start, inc.end) / d0[rows] * mask[None, :]
+    if not (ov > 0).any():
+        return None
+    _, w0, f0, _ = (x[rows] for x in job.healthy)
+    zero = np.zeros_like(ov)
+    extra = (inc.slowdown - 1.0) * job.baseline_s * ov
+    oa, wa, fa, ca = zero, extra, zero, zero
+    if inc.cause == "gc":
+        wa = extra * w0 / (w0 + f0 * inc.signal["fsync_ratio"])
+        fa = extra - wa
+    elif inc.cause == "fabric_pause" and job.tier == "pool":
+        wa, fa = 0.9 * extra, 0.1 * extra
+    elif inc.cause == "fabric_pause":
+        wa = inc.signal.get("local_slowdown", 0.02) * w0 * ov
+    elif inc.cause == "metadata":
+        wa = zero
+        ca = inc.signal["metadata_latency_extra_ms"] / 1000.0 * job.files * weight[None, :] * ov
+        oa = 2 * ca
+    elif inc.variant.endswith("fsync"):
+        wa, fa = zero, extra
+    return Effect(i, rows, oa, wa, fa, ca)
+
+
+def apply_incidents(jobs: list[Job], incidents: list[Incident], rng: np.random.Generator) -> None:
+    """Final phases: incidents on top of healthy ones, the watchdog timeout, rare I/O errors."""
+    for j, job in enumerate(jobs):
+        job.effects = [e for i, inc in enumerate(incidents) if (e := _effect(i, inc, job, j))]
+        o, w, f, c = (x.copy() for x in job.healthy)
+        for e in job.effects:
+            for phase, add in zip((o, w, f, c), (e.oa, e.wa, e.fa, e.ca), strict=True):
+                phase[e.rows] += add
+        status = np.zeros(o.shape, dtype=np.int8)
+        over = (o + w + f + c) > job.timeout_s
+        if over.any():
+            o2 = np.minimum(o, job.timeout_s)
+            w2 = np.minimum(w, job.timeout_s - o2)
+            f2 = np.minimum(f, job.timeout_s - o2 - w2)
+            c2 = np.clip(job.timeout_s - o2 - w2 - f2, 0.0, c)
+            o, w, f, c = (np.where(over, a, b) for a, b in ((o2, o), (w2, w), (f2, f), (c2, c)))
+            status[over] = 1
+        touched = {int(x) for e in job.effects for x in e.rows}
+        quiet = [k for k in range(job.starts.size) if k not in touched]
+        for _ in range(int(rng.poisson(0.6)) if quiet else 0):
+            k, r = int(rng.choice(quiet)), int(rng.integers(job.n_ranks))
+            w[k, r] *= rng.uniform(0.05, 0.9)
+            f[k, r] = 0.0
+            status[k, r] = 2
+        job.final, job.status = (o, w, f, c), status
+        job.gap = rng.uniform(1e-4, 2e-3, o.shape)  # bookkeeping between the phases
+
+
+def find_stalls(job: Job, incidents: list[Incident]) -> list[dict[str, Any]]:
+    barrier = (sum(job.final[1:], job.final[0]) + job.gap).max(axis=1)
+    if barrier.size == 0:
+        return []
+    median = float(np.median(barrier))
+    o0, w0, f0, c0 = job.healthy
+    b0 = job.b0
+    out = []
+    for k in np.nonzero(barrier >= STALL_RATIO * median)[0]:
+        contrib = []
+        for e in job.effects:
+            hit = np.nonzero(e.rows == k)[0]
+            if hit.size:
+                h = int(hit[0])
+                alone = (o0[k] + w0[k] + f0[k] + c0[k]
+                         + e.oa[h] + e.wa[h] + e.fa[h] + e.ca[h]).max()
+                contrib.append((float(alone - b0[k]), e.incident))
+        contrib.sort(key=lambda x: (-x[0], x[1]))
+        kept = [x for x in contrib if x[0] >= 0.5 * median] or contrib[:1]
+        causes = list(dict.fromkeys(incidents[i].cause for _, i in kept)) or ["unknown"]
+        out.append({"job_id": job.job_id, "step": int(job.steps[k]), "causes": causes,
+                    "incidents": [incidents[i].id for _, i in kept],
+                    "barrier_s": round(float(barrier[k]), 3), "baseline_s": round(median, 3),
+                    "ratio": round(float(barrier[k]) / median, 3),
+                    "timed_out": bool((job.status[k] == 1).any()),
+                    **({} if kept else {"unplanned": True})})
+    return out

@@ -1,0 +1,375 @@
+"""Alert sinks against real receivers: an HTTP server on loopback and a real Alertmanager.
+
+The Alertmanager tests start Debian's ``prometheus-alertmanager`` on a free loopback port with
+a throwaway config (no clustering, basic auth on) and read alerts back from its v2 API. They
+skip only when the binary is absent (``apt-get install -y prometheus-alertmanager``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from tests.conftest import hot_lake
+
+from ckptwatch.alerts import sinks as alert_sinks
+from ckptwatch.alerts.evaluate import AlertState, evaluate, load_state
+from ckptwatch.alerts.sinks import (
+    AlertmanagerSink,
+    JsonlSink,
+    SinkError,
+    StdoutSink,
+    WebhookSink,
+    deliver,
+)
+from ckptwatch.cli.main import main
+from ckptwatch.settings import AlertSettings, JobAlertSettings, Secret
+
+T0 = datetime(2026, 11, 28, tzinfo=UTC)
+TOKEN = "hook-tok-5e3a9c71d2"
+AM_USER, AM_PASSWORD = "ckpt", "am-pass-4c1e"
+#: bcrypt of AM_PASSWORD (cost 4), for Alertmanager's --web.config.file basic_auth_users.
+AM_PASSWORD_BCRYPT = "$2b$04$27f5E07jEYe4bq2F0yxiOeRc32LVEVBv1Cjf8NU20tyxmkX4Qvqy."
+AM_BINARY = next((p for p in (shutil.which("prometheus-alertmanager"),
+                              shutil.which("alertmanager")) if p), None)
+
+
+@pytest.fixture(autouse=True)
+def _fast_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(alert_sinks, "RETRY_BACKOFF_S", 0.01)
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(var, raising=False)  # loopback, never through a proxy
+
+
+def alert_for(job: str, barrier_s: float = 100.0, *,
+              state: AlertState | None = None) -> tuple[dict[str, Any], AlertState]:
+    """A real alert (and the state after it) from one evaluation of a 120 s-timeout job."""
+    frame = pl.DataFrame({"job_id": [job] * 3, "tier": ["pool"] * 3, "step": [1, 2, 3],
+                          "end_ts": [T0 + timedelta(minutes=10 * i) for i in range(3)],
+                          "barrier_s": [barrier_s] * 3})
+    jobs = pl.DataFrame({"job_id": [job], "checkpoint_timeout_s": [120.0]})
+    settings = AlertSettings(defaults=JobAlertSettings(window=1), resolve_after=1)
+    ev = evaluate(frame, jobs, settings, state, now=datetime.now(UTC))
+    (alert,) = ev.due
+    return alert, ev.state
+
+
+# -- a loopback HTTP receiver -----------------------------------------------------------------
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 that records POSTs and answers from a script."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        #: Answers in order: (status, body), ("sleep", seconds) or ("echo-auth", None); then 200.
+        self.script: list[tuple[Any, Any]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.requests.append({"path": self.path, "headers": dict(self.headers),
+                                          "body": json.loads(body)})
+                status, answer = receiver.script.pop(0) if receiver.script else (200, b"ok")
+                if status == "sleep":
+                    time.sleep(float(answer))
+                    status, answer = 200, b"late"
+                if status == "echo-auth":  # a careless server that echoes credentials
+                    status, answer = 401, f"bad token {self.headers['Authorization']}".encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                       daemon=True)
+
+    def bodies(self) -> list[Any]:
+        return [r["body"] for r in self.requests]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A running loopback receiver."""
+    r = Receiver()
+    r.thread.start()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_webhook_delivers_the_alerts_with_a_bearer_token(receiver: Receiver) -> None:
+    alert, _ = alert_for("j-web")
+    WebhookSink(f"{receiver.url}/hook", Secret(TOKEN, "test")).send([alert])
+    (req,) = receiver.requests
+    assert req["path"] == "/hook"
+    assert req["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    assert req["headers"]["Content-Type"] == "application/json"
+    assert req["headers"]["User-Agent"].startswith("ckptwatch/")
+    assert req["body"] == [alert]
+
+
+def test_webhook_retries_once_on_a_5xx(receiver: Receiver) -> None:
+    receiver.script = [(503, b"busy")]
+    alert, _ = alert_for("j-retry")
+    WebhookSink(f"{receiver.url}/hook").send([alert])
+    assert receiver.bodies() == [[alert], [alert]]
+
+
+def test_webhook_rejection_is_not_retried_and_leaks_no_secret(receiver: Receiver) -> None:
+    receiver.script = [("echo-auth", None)]
+    alert, _ = alert_for("j-401")
+    url = f"http://user:url-pass@{receiver.url.removeprefix('http://')}/hook?key=query-secret"
+    with pytest.raises(SinkError) as exc:
+        WebhookSink(url, Secret(TOKEN, "test"), secrets=["url-pass", "query-secret"]).send(
+            [alert])
+    assert len(receiver.requests) == 1
+    # credentials in the URL become basic auth only when no token is given; the token wins
+    assert receiver.requests[0]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    assert str(exc.value) == (f"webhook: POST {receiver.url}/hook?… failed (1 attempt): "
+                              "HTTP 401 Unauthorized: bad token Bearer ***")
+
+
+def test_unreachable_webhook_names_the_url_without_credentials() -> None:
+    port = free_port()
+    sink = WebhookSink(f"http://u:pw-x1@127.0.0.1:{port}/hook?token=qs-secret", timeout_s=1,
+                       secrets=["pw-x1", "qs-secret"])
+    with pytest.raises(SinkError) as exc:
+        sink.send([alert_for("j-down")[0]])
+    msg = str(exc.value)
+    assert msg.startswith(f"webhook: POST http://127.0.0.1:{port}/hook?… failed (2 attempts): ")
+    assert "Connection refused" in msg
+    assert "pw-x1" not in msg and "qs-secret" not in msg
+
+
+def test_slow_webhook_times_out(receiver: Receiver) -> None:
+    receiver.script = [("sleep", 0.6), ("sleep", 0.6)]
+    with pytest.raises(SinkError, match=r"failed \(2 attempts\): timed out"):
+        WebhookSink(f"{receiver.url}/hook", timeout_s=0.2).send([alert_for("j-slow")[0]])
+
+
+# -- local sinks and delivery -----------------------------------------------------------------
+
+
+def test_jsonl_appends_one_alert_a_line(tmp_path: Path) -> None:
+    a1, a2 = alert_for("j-a")[0], alert_for("j-b")[0]
+    sink = JsonlSink(tmp_path / "sub" / "alerts.jsonl")
+    sink.send([a1])
+    sink.send([a2])
+    lines = (tmp_path / "sub" / "alerts.jsonl").read_text().splitlines()
+    assert [json.loads(x) for x in lines] == [a1, a2]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SinkError, match=r"cannot append alerts to JSON Lines file .*file/x"):
+        JsonlSink(tmp_path / "file" / "x").send([a1])
+
+
+def test_stdout_shows_the_alert_as_a_person_reads_it(capsys: pytest.CaptureFixture[str]) -> None:
+    alert, _ = alert_for("j-out")
+    StdoutSink().send([alert])
+    out = capsys.readouterr().out
+    assert out.startswith("[FIRING:warning] CheckpointTailNearTimeout job_id=j-out tier=pool\n"
+                          "  Checkpoint tail of job j-out (pool) is 100.0 s")
+    assert "p50 100.0 s | p99 100.0 s | max 100.0 s | timeout 120.0 s | headroom 20.0 s" in out
+
+
+class FakeSink:
+    def __init__(self, name: str, fail: bool = False) -> None:
+        self.name, self.fail, self.got = name, fail, []  # type: ignore[var-annotated]
+
+    def send(self, alerts: Sequence[dict[str, Any]]) -> None:
+        if self.fail:
+            raise SinkError(self.name, f"{self.name}: down")
+        self.got.append(list(alerts))
+
+
+def test_a_failing_sink_keeps_its_alerts_pending_and_others_go_on() -> None:
+    a, b = alert_for("j-1")[0], alert_for("j-2")[0]
+    ok, bad = FakeSink("ok"), FakeSink("bad", fail=True)
+    first = deliver([a], [bad, ok])
+    assert ok.got == [[a]] and [str(f) for f in first.failures] == ["bad: down"]
+    assert first.pending == {"bad": {a["fingerprint"]: a}}
+    bad.fail = False
+    second = deliver([b], [bad, ok], first.pending)
+    assert bad.got == [[a, b]] and ok.got == [[a], [b]]
+    assert second.pending == {} and second.failures == []
+    assert second.alerts == [b, a]
+
+
+def test_a_resolution_supersedes_a_firing_alert_that_never_arrived() -> None:
+    firing, state = alert_for("j-r", 100.0)
+    resolved, _ = alert_for("j-r", 30.0, state=state)
+    sink = FakeSink("s")
+    deliver([resolved], [sink], {"s": {firing["fingerprint"]: firing}})
+    assert sink.got == [[resolved]]
+
+
+# -- through the CLI, on a lake ---------------------------------------------------------------
+
+
+def test_sink_failure_keeps_state_and_the_next_run_delivers(
+        tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    lake = hot_lake(tmp_path)
+    monkeypatch.setenv("HOOK_TOKEN", TOKEN)
+    config = tmp_path / "ckptwatch.toml"
+    config.write_text(f'[sinks]\njsonl = "alerts.jsonl"\nwebhook_url = "{receiver.url}/hook"\n'
+                      'webhook_token_env = "HOOK_TOKEN"\n')
+    args = ["alerts", "--lake", str(lake), "--config", str(config), "--send", "--now"]
+    receiver.script = [("echo-auth", None)]
+    caplog.set_level(logging.DEBUG)
+    capsys.readouterr()
+
+    assert main([*args, "2026-11-28T02:00:00Z"]) == 1  # the webhook refused it
+    out, err = capsys.readouterr()
+    assert "1 alert(s) sent to jsonl\n" in out
+    assert f"webhook: POST {receiver.url}/hook failed (1 attempt): HTTP 401 Unauthorized: bad " \
+           "token Bearer *** (kept for the next run)" in err
+    state = load_state(lake)
+    (fp,) = state.firing
+    assert list(state.pending) == ["webhook"] and list(state.pending["webhook"]) == [fp]
+    assert len((tmp_path / "alerts.jsonl").read_text().splitlines()) == 1
+
+    assert main([*args, "2026-11-28T03:00:00Z"]) == 0  # webhook back: gets what it missed
+    out2, err2 = capsys.readouterr()
+    assert [b[0]["fingerprint"] for b in receiver.bodies()] == [fp, fp]
+    assert len((tmp_path / "alerts.jsonl").read_text().splitlines()) == 1  # no duplicate
+    assert load_state(lake).pending == {}
+
+    b64 = base64.b64encode(TOKEN.encode()).decode()
+    for text in (out, err, out2, err2, caplog.text, (lake / "_state" / "alerts.json").read_text(),
+                 (tmp_path / "alerts.jsonl").read_text()):
+        assert TOKEN not in text and b64 not in text
+
+
+# -- a real Alertmanager ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Alertmanager on a loopback port with basic auth; yields its base URL."""
+    if AM_BINARY is None:
+        pytest.skip("Alertmanager not installed: no prometheus-alertmanager or alertmanager on "
+                    "PATH (apt-get install -y prometheus-alertmanager)")
+    d = tmp_path_factory.mktemp("alertmanager")
+    (d / "am.yml").write_text('route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n')
+    (d / "web.yml").write_text(f"basic_auth_users:\n  {AM_USER}: {AM_PASSWORD_BCRYPT}\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(d / "alertmanager.log", "wb")  # noqa: SIM115 - closed after the process ends
+    proc = subprocess.Popen(
+        [AM_BINARY, f"--config.file={d / 'am.yml'}", f"--storage.path={d / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+         f"--web.config.file={d / 'web.yml'}"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                am_get(url, "/-/ready")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("Alertmanager did not become ready:\n"
+                                + (d / "alertmanager.log").read_text()[-2000:])
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def am_get(base: str, path: str) -> Any:
+    req = urllib.request.Request(base + path, headers={
+        "Authorization": "Basic " + base64.b64encode(f"{AM_USER}:{AM_PASSWORD}".encode()).decode()})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        body = resp.read()
+    return json.loads(body) if path.startswith("/api/") else body
+
+
+def am_alerts(base: str, job: str) -> list[dict[str, Any]]:
+    return [a for a in am_get(base, "/api/v2/alerts") if a["labels"].get("job_id") == job]
+
+
+def same_instant(a: str, b: str) -> bool:
+    return datetime.fromisoformat(a) == datetime.fromisoformat(b)
+
+
+def test_alertmanager_receives_the_alert_and_its_resolution(alertmanager: str) -> None:
+    sink = AlertmanagerSink(alertmanager, basic_auth=Secret(f"{AM_USER}:{AM_PASSWORD}", "test"))
+    firing, state = alert_for("j-am")
+    sink.send([firing])
+    (got,) = am_alerts(alertmanager, "j-am")
+    assert got["labels"] == firing["labels"]
+    assert got["annotations"] == firing["annotations"]
+    assert got["status"]["state"] == "active"
+    assert same_instant(got["startsAt"], firing["startsAt"])
+    assert same_instant(got["endsAt"], firing["endsAt"])
+
+    resolved, _ = alert_for("j-am", 30.0, state=state)
+    assert resolved["status"] == "resolved"
+    sink.send([resolved])
+    assert am_alerts(alertmanager, "j-am") == []  # resolved: no longer listed
+
+
+def test_alertmanager_without_credentials_is_refused_without_leaking(alertmanager: str) -> None:
+    with pytest.raises(SinkError) as exc:
+        AlertmanagerSink(alertmanager,
+                         basic_auth=Secret(f"{AM_USER}:wrong-pass-77", "test")).send(
+            [alert_for("j-am-401")[0]])
+    assert str(exc.value).startswith(
+        f"alertmanager: POST {alertmanager}/api/v2/alerts failed (1 attempt): HTTP 401")
+    assert "wrong-pass-77" not in str(exc.value)
+    assert am_alerts(alertmanager, "j-am-401") == []
+
+
+def test_cli_sends_to_alertmanager(alertmanager: str, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    lake = hot_lake(tmp_path)
+    monkeypatch.setenv("CKPTWATCH_AM_BASIC_AUTH", f"{AM_USER}:{AM_PASSWORD}")
+    config = tmp_path / "ckptwatch.toml"
+    config.write_text(f'[sinks]\nalertmanager_url = "{alertmanager}"\n'
+                      'alertmanager_basic_auth_env = "CKPTWATCH_AM_BASIC_AUTH"\n')
+    now = datetime.now(UTC).replace(microsecond=0)
+    capsys.readouterr()
+    assert main(["alerts", "--lake", str(lake), "--config", str(config), "--send",
+                 "--format", "json", "--now", now.isoformat()]) == 0
+    out, err = capsys.readouterr()
+    (sent,) = json.loads(out)
+    (got,) = am_alerts(alertmanager, "hot")
+    assert got["labels"] == {"alertname": "CheckpointTailNearTimeout", "job_id": "hot",
+                             "tier": "pool", "severity": "warning"}
+    assert got["annotations"]["headroom_s"] == "20.0"
+    assert got["annotations"] == sent["annotations"]
+    assert AM_PASSWORD not in out + err

@@ -1,0 +1,39 @@
+"""The Prefect ingest flow under Prefect's test harness (one per session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.conftest import lake_rows
+
+from ckptwatch.flows.ingest import ingest_flow
+from ckptwatch.flows.nightly import nightly_flow
+from ckptwatch.ingest.run import ingest
+from ckptwatch.lake.store import Lake
+
+pytestmark = pytest.mark.prefect
+
+
+def test_flow_lake_equals_library_lake(prefect_harness: None, bad_raw_dir: Path,
+                                       tmp_path: Path) -> None:
+    report = ingest_flow(bad_raw_dir, tmp_path / "flow")
+    assert report.quarantined == 4
+    assert report.rows["checkpoint_writes"] == 6
+    ingest(bad_raw_dir, tmp_path / "lib")
+    assert lake_rows(tmp_path / "flow") == lake_rows(tmp_path / "lib")
+    again = ingest_flow(bad_raw_dir, tmp_path / "flow")
+    assert again.rows == {}
+    assert Lake(tmp_path / "flow").read("checkpoint_writes").height == 6
+
+
+def test_nightly_flow_ingests_and_builds_views(prefect_harness: None, raw_dir: Path,
+                                               tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CKPTWATCH_CONFIG", raising=False)
+    out = nightly_flow(raw_dir, tmp_path / "lake")
+    assert out["ingested"] == 6
+    assert out["views"] >= 10
+    assert (out["stalls"], out["alerts"]) == (0, 0)  # two healthy jobs: nothing to send
+    assert Path(out["report"]) == tmp_path / "lake" / "reports" / "2026-11-28" / "report.html"
+    assert "j1" in Path(out["report"]).read_text()
