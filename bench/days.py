@@ -1,6 +1,7 @@
 """Does the nightly run grow with the days the lake keeps? One simulated day after another.
 
-Generates ``--days`` consecutive cluster-days (``ckptwatch.simulate.scenario``, one seed per day), then
+Generates ``--days`` consecutive cluster-days (``ckptwatch.simulate.scenario``, one seed per
+day), then
 runs the nightly flow once per day into one lake, each run in a fresh subprocess (like
 ``bench/run.py``), and prints per run: the days in the lake, seconds and peak RSS. The nightly
 run reads the report day only (lookback_days 0), so both should stay flat; a last run over the

@@ -1,6 +1,7 @@
 """Generate one simulated cluster-day in the real raw formats for the benchmarks.
 
-Calls ``ckptwatch.simulate.scenario.simulate`` (the same generator as ``ckptwatch simulate``): topology,
+Calls ``ckptwatch.simulate.scenario.simulate`` (the same generator as ``ckptwatch simulate``):
+topology,
 jobs, per-rank checkpoint records (CSV and JSON Lines), pool metrics (CSV), SMART envelopes
 (smartctl / nvme-cli JSON) and fabric envelopes (ethtool -S / perfquery -x text) per node.
 

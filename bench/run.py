@@ -10,7 +10,7 @@ measured on the same data in the same run and the ratio ours/reference:
 - view build (``connect``), no reference;
 - latency mart ``checkpoint_latency`` vs a hand-written DuckDB query of the same columns
   (``bench_marts.REFERENCE_SAME_COLUMNS``); counter deltas vs a bare ``lag()`` query;
-- attribution (``stall_reports(connect(lake))``; target < 30 s), alerts (``run_alerts``, dry
+- attribution (``find_stalls(lake)``; target < 30 s), alerts (``run_alerts``, dry
   run), and the whole nightly flow (``pipelines/nightly.py``, fresh lake, no sending);
   attribution and the nightly flow run twice: with DuckDB capped at 3GB (DuckDB spills beyond
   it; the RSS target is 4 GiB; the nightly flow's default) and uncapped (80 % of RAM;
@@ -178,13 +178,11 @@ def stage_counters(lake: Path) -> dict[str, Any]:
 
 
 def stage_attribution(lake: Path) -> dict[str, Any]:
-    from ckptwatch.analysis.attribution import stall_reports
-    from ckptwatch.lake.query import connect
+    from ckptwatch.analysis.findings import find_stalls
 
     t0 = time.perf_counter()
-    con = connect(lake)
-    reports = stall_reports(con)
-    return {"rows": len(reports), "seconds": time.perf_counter() - t0, "unit": "stalls"}
+    findings = find_stalls(lake)
+    return {"rows": len(findings.stalls), "seconds": time.perf_counter() - t0, "unit": "stalls"}
 
 
 def stage_alerts(lake: Path) -> dict[str, Any]:
@@ -198,7 +196,6 @@ def stage_alerts(lake: Path) -> dict[str, Any]:
 
 def stage_nightly(raw: Path, lake: Path, fresh: bool = True,
                   lookback_days: int = 0) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT))
     from ckptwatch.flows.nightly import nightly_flow
 
     if fresh:
@@ -287,7 +284,7 @@ def main() -> int:
         record("mart checkpoint_latency", run_child("marts", lake))
         record("stg_counter_deltas", run_child("counters", lake))
     if "attribution" not in skip:
-        record("attribution (stall_reports)", run_child("attribution", lake))
+        record("attribution (find_stalls)", run_child("attribution", lake))
         record(f"attribution, DuckDB {CAPPED}", run_child(
             "attribution", lake, extra_env={"CKPTWATCH_DUCKDB_MEMORY": CAPPED}))
     if "alerts" not in skip:

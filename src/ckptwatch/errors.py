@@ -58,3 +58,7 @@ class CollectError(CkptwatchError):
 
 class SimulationConfigError(CkptwatchError):
     """A scenario generator option is out of range or the output directory is unusable."""
+
+
+class ModelError(CkptwatchError):
+    """The attribution model file is missing, unreadable or built for other features."""

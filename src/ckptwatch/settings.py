@@ -36,8 +36,7 @@ import logging
 import math
 import os
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -496,27 +495,15 @@ class IngestSettings:
 INGEST = IngestSettings()
 
 
-def duckdb_memory_limit() -> str | None:
-    """``$CKPTWATCH_DUCKDB_MEMORY`` (e.g. ``3GB``): cap DuckDB's memory; it spills to disk
-    beyond it (slower: attribution of a 512-node day takes ~35 s at 3GB instead of ~27 s and
-    8 GB). Unset or ``none``: DuckDB's default (80 % of RAM)."""
-    value = os.environ.get("CKPTWATCH_DUCKDB_MEMORY", "").strip()
-    return None if not value or value.lower() == "none" else value
+#: ``memory_limit`` value that lifts the cap (DuckDB's own default: 80 % of RAM).
+UNCAPPED = "none"
 
 
-@contextmanager
-def duckdb_memory(limit: str | None) -> Iterator[None]:
-    """Within the block, connections cap DuckDB at ``limit`` (``None``: leave the environment
-    as it is); restores ``$CKPTWATCH_DUCKDB_MEMORY`` afterwards."""
-    if limit is None:
-        yield
-        return
-    old = os.environ.get("CKPTWATCH_DUCKDB_MEMORY")
-    os.environ["CKPTWATCH_DUCKDB_MEMORY"] = limit
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("CKPTWATCH_DUCKDB_MEMORY", None)
-        else:
-            os.environ["CKPTWATCH_DUCKDB_MEMORY"] = old
+def duckdb_memory_limit(value: str | None = None) -> str | None:
+    """DuckDB's memory cap (e.g. ``3GB``; it spills to disk beyond it): ``value`` when given,
+    else ``$CKPTWATCH_DUCKDB_MEMORY``; ``None`` when unset or ``none`` (DuckDB's default, 80 %
+    of RAM). Attribution of a 512-node day takes ~35 s at 3GB instead of ~27 s and 8 GB."""
+    if value is None:
+        value = os.environ.get("CKPTWATCH_DUCKDB_MEMORY", "")
+    value = value.strip()
+    return None if not value or value.lower() == UNCAPPED else value

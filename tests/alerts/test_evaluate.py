@@ -309,7 +309,7 @@ def test_cli_table_shows_every_job_and_the_alert(
 def test_cause_provider_gets_the_window_and_feeds_top_cause(alert_lake: Path) -> None:
     seen: list[pl.DataFrame] = []
 
-    def provider(con: Any, window: pl.DataFrame) -> dict[str, tuple[int, str]]:
+    def provider(window: pl.DataFrame) -> dict[str, tuple[int, str]]:
         seen.append(window)
         return {"hot": (700, "gc")}
 

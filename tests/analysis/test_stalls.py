@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import pytest
 from tests.stall_cases import STALL_STEP, Case, build
 
-from ckptwatch.analysis.attribution import stall_reports
+from ckptwatch.analysis.detection import DetectionSettings
+from ckptwatch.analysis.findings import attribute_stalls
 from ckptwatch.lake.query import connect
 
 
-def _reports(tmp_path: Path, case: Case) -> list[dict[str, object]]:
+def stall_reports(con: duckdb.DuckDBPyConnection,
+                  settings: DetectionSettings | None = None) -> list[dict[str, Any]]:
+    """The stalls in their JSON form (``ckptwatch stalls --format json``)."""
+    return [s.to_dict() for s in attribute_stalls(con, settings=settings).stalls]
+
+
+def _reports(tmp_path: Path, case: Case) -> list[dict[str, Any]]:
     con = connect(build(tmp_path / "lake", case))
     return stall_reports(con)
 
@@ -64,8 +73,7 @@ def test_pause_burst_elsewhere_in_time_does_not_make_an_unknown_stall_fabric(
 
 
 def test_detection_thresholds_are_configurable(tmp_path: Path) -> None:
-    from ckptwatch.analysis.stalls import StallSettings
 
     con = connect(build(tmp_path / "lake", Case(stall="gc")))
-    assert len(stall_reports(con, settings=StallSettings(stall_factor=10.0))) == 0
-    assert len(stall_reports(con, settings=StallSettings(stall_factor=2.0))) == 1
+    assert len(stall_reports(con, settings=DetectionSettings(stall_factor=10.0))) == 0
+    assert len(stall_reports(con, settings=DetectionSettings(stall_factor=2.0))) == 1

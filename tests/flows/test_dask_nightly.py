@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import lake_rows
 
 import ckptwatch.flows.ingest as ingest_flow_module
+from ckptwatch.analysis.findings import find_stalls
 from ckptwatch.flows.nightly import nightly_flow
-from ckptwatch.report.daily import find_stalls
 from ckptwatch.simulate.scenario import simulate
 
 pytestmark = pytest.mark.prefect
@@ -41,11 +41,11 @@ def test_dask_nightly_lake_and_stalls_equal_sequential(prefect_harness: None, tm
     assert on_dask == [1]
 
     assert lake_rows(tmp_path / "dask") == lake_rows(tmp_path / "seq")
-    stalls = find_stalls(tmp_path / "seq").stalls
+    stalls = [s.to_dict() for s in find_stalls(tmp_path / "seq").stalls]
     assert len({s["cause"] for s in stalls}) >= 2
     # ``features`` (the model's inputs) differ in the last bit from one run to the next even on
     # one lake (DuckDB's parallel float sums); everything else is compared exactly.
-    found = find_stalls(tmp_path / "dask").stalls
+    found = [s.to_dict() for s in find_stalls(tmp_path / "dask").stalls]
     assert [{k: v for k, v in s.items() if k != "features"} for s in found] == [
         {k: v for k, v in s.items() if k != "features"} for s in stalls]
     for mine, theirs in zip(found, stalls, strict=True):

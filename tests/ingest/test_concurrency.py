@@ -125,8 +125,9 @@ def test_stale_lock_file_from_a_dead_run_is_no_obstacle(tmp_path: Path,
 def test_live_holder_makes_the_second_run_fail_with_its_pid(tmp_path: Path,
                                                             raw_dir: Path) -> None:
     lake = tmp_path / "lake"
-    code = ("import sys, time; from ckptwatch.lake.store import Lake; cm = Lake(sys.argv[1]).lock();"
-            " cm.__enter__(); print('held', flush=True); time.sleep(60)")
+    code = ("import sys, time; from ckptwatch.lake.store import Lake; "
+            "cm = Lake(sys.argv[1]).lock(); cm.__enter__(); print('held', flush=True); "
+            "time.sleep(60)")
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT / "src")}
     holder = subprocess.Popen([sys.executable, "-c", code, str(lake)], env=env,
                               stdout=subprocess.PIPE, text=True)
@@ -166,8 +167,9 @@ def test_the_flow_takes_the_same_lock(prefect_harness: None, tmp_path: Path,
     from ckptwatch.flows.ingest import ingest_flow
 
     lake = tmp_path / "lake"
-    code = ("import sys, time; from ckptwatch.lake.store import Lake; cm = Lake(sys.argv[1]).lock();"
-            " cm.__enter__(); print('held', flush=True); time.sleep(60)")
+    code = ("import sys, time; from ckptwatch.lake.store import Lake; "
+            "cm = Lake(sys.argv[1]).lock(); cm.__enter__(); print('held', flush=True); "
+            "time.sleep(60)")
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT / "src")}
     holder = subprocess.Popen([sys.executable, "-c", code, str(lake)], env=env,
                               stdout=subprocess.PIPE, text=True)

@@ -14,17 +14,16 @@ import pytest
 from tests.conftest import PROJECT_ROOT
 
 from ckptwatch.alerts.evaluate import run_alerts
-from ckptwatch.analysis.attribution import LABELS, top_causes
+from ckptwatch.analysis.attribution import LABELS
+from ckptwatch.analysis.findings import StallFindings, find_stalls
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.planning.model import STRATEGIES
 from ckptwatch.report.daily import (
     REPORT_VERSION,
     ReportFiles,
-    StallFindings,
     build_report,
     daily_report,
-    find_stalls,
     nightly_settings,
     render_html,
 )
@@ -79,7 +78,7 @@ def findings(sample_lake: Path) -> StallFindings:
 def written(sample_lake: Path, findings: StallFindings) -> tuple[dict[str, Any], ReportFiles]:
     """The sample's report (alerts evaluated as a dry run), written into the lake."""
     settings = nightly_settings(Settings(), sample_lake)
-    run = run_alerts(sample_lake, settings, send=False, cause_provider=top_causes)
+    run = run_alerts(sample_lake, settings, send=False, cause_provider=findings.top_causes)
     return daily_report(sample_lake, day=None, findings=findings, settings=settings,
                         alert_run=run)
 
@@ -100,11 +99,12 @@ def test_report_html_shows_every_job_stall_cause_and_figure(
     assert len(jobs) == 4 and all(j in page for j in jobs)
     assert page.count("data:image/png;base64,") == len(jobs)  # one figure per job
     assert len(findings.stalls) == 8  # the sample's labelled stalls
-    for s in findings.stalls:
+    stalls = [s.to_dict() for s in findings.stalls]
+    for s in stalls:
         assert f"--job {s['job_id']} --step {s['step']}" in page  # its row and post-mortem
         assert f">{s['cause']} {s['causes'][0]['score']:.2f}</span>" in page  # cause badge
         assert html.escape(s["causes"][0]["evidence"][0]) in page
-    assert {s["cause"] for s in findings.stalls} == set(LABELS)  # every cause, unknown too
+    assert {s["cause"] for s in stalls} == set(LABELS)  # every cause, unknown too
     assert "<script" not in page and 'href="http' not in page  # self-contained, offline
     assert "Timeout headroom and alerts" in page and "CheckpointTailNearTimeout" in page
     assert "best strategy" in page and "local+replica" in page

@@ -14,7 +14,8 @@ from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import ToolContext
 from ckptwatch.sources.perfquery import counter_name, detect, parse_perfquery, render_perfquery_x
 
-ROOT = Path(__file__).parents[1] / "fixtures" / "real" / "infiniband" / "treydock_infiniband_exporter"
+ROOT = (Path(__file__).parents[1] / "fixtures" / "real" / "infiniband"
+        / "treydock_infiniband_exporter")
 EXTENDED = ROOT / "perfquery"
 TS = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 NON_EMPTY = sorted(p for p in ROOT.glob("perfquery*/*.out") if p.stat().st_size)

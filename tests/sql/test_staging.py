@@ -279,7 +279,7 @@ def test_attribution_reads_only_the_signal_counters(lake: Path) -> None:
     assert optimizers is not None and "build_side_probe_side" in optimizers[0]
 
 
-def test_duckdb_memory_limit_comes_from_the_environment(lake: Path,
+def test_duckdb_memory_limit_from_the_caller_or_the_environment(lake: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from ckptwatch.errors import QueryError
 
@@ -290,10 +290,16 @@ def test_duckdb_memory_limit_comes_from_the_environment(lake: Path,
     finally:
         con.close()
     assert got is not None and got[0] == "488.2 MiB"
-    from ckptwatch.settings import duckdb_memory, duckdb_memory_limit
+    from ckptwatch.settings import duckdb_memory_limit
 
-    with duckdb_memory("1GB"):  # the nightly run's cap, for its block only
-        assert duckdb_memory_limit() == "1GB"
+    # the nightly run's cap is passed to its connections, not put in the environment
+    con = connect(lake, memory_limit="1GB")
+    try:
+        got = con.execute("select current_setting('memory_limit')").fetchone()
+    finally:
+        con.close()
+    assert got is not None and got[0] == "953.6 MiB"
+    assert duckdb_memory_limit("1GB") == "1GB" and duckdb_memory_limit("none") is None
     assert duckdb_memory_limit() == "512MB"
     monkeypatch.setenv("CKPTWATCH_DUCKDB_MEMORY", "none")
     assert duckdb_memory_limit() is None

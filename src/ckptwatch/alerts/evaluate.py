@@ -77,8 +77,9 @@ JOBS_SQL = "select job_id, checkpoint_timeout_s from stg_jobs"
 
 #: ``{job_id: (step, cause)}``: the worst recent stall of a job and its top attributed cause.
 Causes = Mapping[str, tuple[int, str]]
-#: Issue 5's hook: (DuckDB connection over the lake, window checkpoints) -> :data:`Causes`.
-CauseProvider = Callable[[duckdb.DuckDBPyConnection, pl.DataFrame], Causes]
+#: The window's checkpoints -> :data:`Causes` (the nightly run passes
+#: :meth:`ckptwatch.analysis.findings.StallFindings.top_causes`: stalls attributed once).
+CauseProvider = Callable[[pl.DataFrame], Causes]
 
 
 def iso(ts: datetime) -> str:
@@ -600,7 +601,8 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
                now: datetime | None = None, sinks: Sequence[Sink] | None = None,
                cause_provider: CauseProvider | None = None,
                lock_wait_s: float = 600.0,
-               days: tuple[date, date] | None = None) -> AlertRun:
+               days: tuple[date, date] | None = None,
+               memory_limit: str | None = None) -> AlertRun:
     """Evaluate the lake's jobs; with ``send``, deliver due alerts and record the state.
 
     ``now`` (default: the current time) given explicitly evaluates as of that time: checkpoints
@@ -616,12 +618,12 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
     as_of = now  # an explicit time is a replay: leave out checkpoints that ended after it
     now = now or datetime.now(UTC)
     sinks = build_sinks(settings) if sinks is None else list(sinks)
-    con = connect(lake_root, days=days)
+    con = connect(lake_root, days=days, memory_limit=memory_limit)
     try:
         checkpoints, jobs = load_window(con, settings.alerts, as_of)
-        causes = cause_provider(con, checkpoints) if cause_provider else None
     finally:
         con.close()
+    causes = cause_provider(checkpoints) if cause_provider else None
     if not send:
         ev = evaluate(checkpoints, jobs, settings.alerts, load_state(lake_root), now=now,
                       causes=causes)
@@ -635,21 +637,3 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
     log.info("alerts: %d job(s) evaluated, %d alert(s) sent, %d sink failure(s)",
              len(ev.jobs), len(delivery.alerts), len(delivery.failures))
     return AlertRun(ev, delivery.alerts, delivery.failures, sent=True)
-
-
-def evaluate_and_send(lake_root: Path | str, settings: Settings, send: bool = True, *,
-                      now: datetime | None = None,
-                      cause_provider: CauseProvider | None = None,
-                      lock_wait_s: float = 600.0) -> list[Alert]:
-    """The nightly flow's entry point: evaluate, send to the configured sinks, keep state.
-
-    Returns the alerts sent (or, without ``send``, those that would be). Raises
-    :class:`~ckptwatch.alerts.sinks.SinkError` after saving the state when a sink failed (its
-    alerts stay pending and are retried on the next run).
-    """
-    run = run_alerts(lake_root, settings, send=send, now=now, cause_provider=cause_provider,
-                     lock_wait_s=lock_wait_s)
-    if run.failures:
-        raise SinkError(run.failures[0].sink, "; ".join(str(f) for f in run.failures)
-                        + " — the alerts stay pending and are retried on the next run")
-    return run.alerts

@@ -1,7 +1,8 @@
 """Attribute stalls to causes: interpretable rules, a scikit-learn model, and evidence.
 
 Each cause in ``CAUSES`` gets a rule score in [0, 1] from physically meaningful features (see
-``ckptwatch.analysis.stalls.FEATURE_DOCS``) and a *support* verdict: is there at least one signal of that
+``ckptwatch.analysis.stalls.FEATURE_DOCS``) and a *support* verdict: is there at least one
+signal of that
 cause on the slow ranks' hosts? A cause without support is never reported, whatever the model
 says; a stall where no cause has support is ``unknown`` (an honest unknown beats a confident
 wrong answer). When a trained model is available (``ckptwatch train-model``), each supported
@@ -199,11 +200,11 @@ class AttributionModel:
         """Read a model written by ``save``; features must match this version's."""
         import joblib
 
-        from ckptwatch.errors import CkptwatchError
+        from ckptwatch.errors import ModelError
 
         blob = joblib.load(path)
         if blob.get("meta", {}).get("features") != list(FEATURES):
-            raise CkptwatchError(f"model {path} was built for other features; rebuild it with "
+            raise ModelError(f"model {path} was built for other features; rebuild it with "
                                  "`ckptwatch train-model`")
         return cls(blob["estimator"], blob["meta"])
 
@@ -245,47 +246,3 @@ def load_default_model(path: Path | None = None) -> AttributionModel | None:
 
     p = path or model_path()
     return AttributionModel.load(p) if p.exists() else None
-
-
-STALL_COLUMNS = ("job_id", "step", "tier", "start_ts", "end_ts", "n_ranks", "barrier_s", "p50_s",
-                 "p99_s", "baseline_s", "ratio_to_baseline", "n_stragglers", "n_slow")
-
-
-def stall_reports(con: Any, job: str | None = None, model: AttributionModel | None = None,
-                  settings: Any = None) -> list[dict[str, Any]]:
-    """Every stall with its ranked causes: the records `ckptwatch stalls` prints.
-
-    Keys: ``job_id, step, tier, start_ts, end_ts, n_ranks, barrier_s, p50_s, p99_s,
-    baseline_s, ratio_to_baseline, n_stragglers, n_slow, cause`` (the top one) and ``causes``
-    (ranked ``{cause, score, evidence, …}``), plus ``features``.
-    """
-    from ckptwatch.analysis.stalls import StallSettings, stall_features
-
-    (settings or StallSettings()).apply(con)
-    features = stall_features(con, job)
-    out = []
-    for row, verdicts in zip(features.iter_rows(named=True), attribute(features, model),
-                             strict=True):
-        rec = {k: row.get(k) for k in STALL_COLUMNS}
-        for k in ("start_ts", "end_ts"):
-            ts = rec[k]
-            rec[k] = ts.isoformat() if ts is not None else None
-        rec["cause"] = verdicts[0].cause
-        rec["causes"] = [v.to_dict() for v in verdicts]
-        rec["features"] = {k: row.get(k) for k in FEATURES}
-        out.append(rec)
-    return out
-
-
-def top_causes(con: Any, window: pl.DataFrame) -> dict[str, tuple[int, str]]:
-    """Alert ``CauseProvider``: per job, the top cause of the worst stall in the window."""
-    if window.height == 0:
-        return {}
-    reports = stall_reports(con, model=load_default_model())
-    steps = {(j, int(s)) for j, s in zip(window["job_id"], window["step"], strict=True)}
-    best: dict[str, tuple[float, int, str]] = {}
-    for r in reports:
-        if (r["job_id"], int(r["step"])) in steps and r["barrier_s"] > best.get(
-                r["job_id"], (-1.0, 0, ""))[0]:
-            best[r["job_id"]] = (r["barrier_s"], int(r["step"]), r["cause"])
-    return {job: (step, cause) for job, (_b, step, cause) in best.items()}

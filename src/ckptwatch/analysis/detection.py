@@ -44,7 +44,7 @@ def _default(name: str) -> float:
 
 
 def _session(name: str) -> float:
-    return field(default_factory=lambda: _default(name))  # type: ignore[no-any-return]
+    return field(default_factory=lambda: _default(name))
 
 
 @dataclass(frozen=True)

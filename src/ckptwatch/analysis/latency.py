@@ -13,20 +13,19 @@ one checkpoint; ``job_latency``'s and ``tier_latency``'s barrier p50/p99 are ove
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import duckdb
 import polars as pl
 
+from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.errors import QueryError
 from ckptwatch.lake.query import run_sql
 
 By = Literal["checkpoint", "job", "tier"]
 BY_CHOICES: tuple[By, ...] = ("checkpoint", "job", "tier")
 
-#: Default straggler thresholds (sql/marts/stragglers.sql uses the same when none are set).
-STRAGGLER_FACTOR = 2.0
-STRAGGLER_MIN_EXCESS_S = 1.0
 
 
 def checkpoint_latency(con: duckdb.DuckDBPyConnection, job: str | None = None,
@@ -81,15 +80,14 @@ def latency(con: duckdb.DuckDBPyConnection, by: By = "checkpoint", job: str | No
     raise QueryError(f"unknown grouping {by!r}: use one of {', '.join(BY_CHOICES)}")
 
 
-def set_straggler_thresholds(con: duckdb.DuckDBPyConnection,
-                             factor: float = STRAGGLER_FACTOR,
-                             min_excess_s: float = STRAGGLER_MIN_EXCESS_S) -> None:
-    """Set the session's straggler rule: duration >= factor x p50 and >= p50 + min_excess_s."""
-    if factor <= 1.0 or min_excess_s < 0.0:
-        raise QueryError(f"straggler thresholds must be factor > 1 and min_excess_s >= 0 "
-                         f"(got factor={factor}, min_excess_s={min_excess_s})")
-    con.execute("SET VARIABLE straggler_factor = ?", [float(factor)]).fetchall()
-    con.execute("SET VARIABLE straggler_min_excess_s = ?", [float(min_excess_s)]).fetchall()
+def set_straggler_thresholds(con: duckdb.DuckDBPyConnection, factor: float | None = None,
+                             min_excess_s: float | None = None) -> None:
+    """Set the session's straggler rule: duration >= factor x p50 and >= p50 + min_excess_s
+    (``None``: the default of :class:`~ckptwatch.analysis.detection.DetectionSettings`)."""
+    base = DetectionSettings()
+    replace(base, straggler_factor=base.straggler_factor if factor is None else factor,
+            straggler_min_excess_s=base.straggler_min_excess_s if min_excess_s is None
+            else min_excess_s).apply(con)
 
 
 def stragglers(con: duckdb.DuckDBPyConnection, job: str | None = None,

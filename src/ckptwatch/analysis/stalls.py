@@ -10,35 +10,12 @@ other hosts. Every feature has a physical meaning (no artefact of one generator)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import polars as pl
 
 from ckptwatch.lake.query import run_sql
-
-
-@dataclass(frozen=True)
-class StallSettings:
-    """Thresholds of detection (DESIGN "Definitions": stall, straggler)."""
-
-    #: a stall: barrier >= factor x the job's rolling median barrier …
-    stall_factor: float = 2.0
-    #: … and at least this many seconds over it
-    stall_min_excess_s: float = 1.0
-    #: a slow rank of a stall: duration >= factor x the job's normal rank duration …
-    slow_rank_factor: float = 1.5
-    #: … and at least this many seconds over it
-    slow_rank_min_excess_s: float = 0.5
-
-    def apply(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Set the SQL variables the marts read."""
-        for name, value in (("stall_factor", self.stall_factor),
-                            ("stall_min_excess_s", self.stall_min_excess_s),
-                            ("slow_rank_factor", self.slow_rank_factor),
-                            ("slow_rank_min_excess_s", self.slow_rank_min_excess_s)):
-            con.execute(f"SET VARIABLE {name} = ?", [float(value)]).fetchall()  # name: constant
 
 
 def detect_stalls(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:

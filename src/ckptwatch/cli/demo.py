@@ -27,12 +27,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the nightly flow on the sample and summarise."""
-    from ckptwatch.analysis.attribution import load_default_model, stall_reports
+    from ckptwatch.analysis.findings import find_stalls
     from ckptwatch.cli._render import lake_overview
     from ckptwatch.cli.nightly import render_result
     from ckptwatch.cli.stalls import render_stalls
     from ckptwatch.flows.nightly import nightly_flow
-    from ckptwatch.lake.query import connect
 
     if args.raw is None:
         args.raw = _sample_raw(args.lake)
@@ -44,9 +43,8 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(lake_overview(args.lake))
     print()
-    model = load_default_model()
     print("stalls and their causes (top evidence line; `ckptwatch explain` for all of it)")
-    print(render_stalls(stall_reports(connect(args.lake), model=model), model is not None))
+    print(render_stalls(find_stalls(args.lake)))
     print()
     print(f"Open the daily report: {result['report']}")
     print(f"Next: ckptwatch postmortem --lake {args.lake} --job JOB  (the job's worst stall, "

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ckptwatch.settings import default_lake
+
+if TYPE_CHECKING:
+    from ckptwatch.analysis.findings import StallFindings
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -47,50 +50,48 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.set_defaults(func=run_explain)
 
 
-def _reports(args: argparse.Namespace, job: str | None) -> tuple[list[dict[str, Any]], bool]:
-    from ckptwatch.analysis.attribution import load_default_model, stall_reports
-    from ckptwatch.analysis.stalls import StallSettings
-    from ckptwatch.lake.query import connect
+def _findings(args: argparse.Namespace, job: str | None) -> StallFindings:
+    from ckptwatch.analysis.detection import DetectionSettings
+    from ckptwatch.analysis.findings import find_stalls
 
-    model = load_default_model(args.model)
-    if args.model is not None and model is None:
-        from ckptwatch.errors import CkptwatchError
+    if args.model is not None and not args.model.exists():
+        from ckptwatch.errors import ModelError
 
-        raise CkptwatchError(f"model {args.model} not found (build it with "
-                             "`ckptwatch train-model --out PATH`)")
-    con = connect(args.lake)
-    settings = StallSettings(stall_factor=args.stall_factor,
-                             stall_min_excess_s=args.stall_min_excess)
-    return stall_reports(con, job, model, settings), model is not None
+        raise ModelError(f"model {args.model} not found (build it with "
+                         "`ckptwatch train-model --out PATH`)")
+    settings = DetectionSettings(stall_factor=args.stall_factor,
+                                 stall_min_excess_s=args.stall_min_excess)
+    return find_stalls(args.lake, job=job, model_path=args.model, settings=settings)
 
 
-def render_stalls(reports: list[dict[str, Any]], with_model: bool) -> str:
+def render_stalls(findings: StallFindings) -> str:
     """The stalls as a text table, one line per stall with its top cause and evidence."""
     import polars as pl
 
     from ckptwatch.cli._render import render_table
 
-    if not reports:
+    if not findings.stalls:
         return "no stalls"
     rows = [{
-        "job_id": r["job_id"], "step": r["step"], "tier": r["tier"],
-        "barrier_s": round(r["barrier_s"], 1), "baseline_s": round(r["baseline_s"], 1),
-        "x": round(r["ratio_to_baseline"], 1), "slow": f"{r['n_slow']}/{r['n_ranks']}",
-        "cause": r["cause"], "score": r["causes"][0]["score"],
-        "evidence": (r["causes"][0]["evidence"] or [""])[0][:160],
-    } for r in reports]
-    return (render_table(pl.DataFrame(rows)) + f"\n{len(reports)} stall(s); attribution: "
-            f"{'rules + model' if with_model else 'rules only (no model built: make model)'}")
+        "job_id": r.job_id, "step": r.step, "tier": r.tier,
+        "barrier_s": round(r.barrier_s, 1), "baseline_s": round(r.baseline_s, 1),
+        "x": round(r.ratio_to_baseline, 1), "slow": f"{r.n_slow}/{r.n_ranks}",
+        "cause": r.cause, "score": round(r.top.score, 3),
+        "evidence": (r.top.evidence or [""])[0][:160],
+    } for r in findings.stalls]
+    how = "rules + model" if findings.with_model else "rules only (no model built: make model)"
+    return (render_table(pl.DataFrame(rows))
+            + f"\n{len(findings.stalls)} stall(s); attribution: {how}")
 
 
 def run_stalls(args: argparse.Namespace) -> int:
     """Print the stalls."""
-    reports, with_model = _reports(args, args.job)
+    findings = _findings(args, args.job)
     if args.format == "json":
-        print(json.dumps(reports, indent=2, default=str))
+        print(json.dumps([s.to_dict() for s in findings.stalls], indent=2, default=str))
         return 0
-    print(render_stalls(reports, with_model))
-    if reports:
+    print(render_stalls(findings))
+    if findings.stalls:
         print(f"Details: ckptwatch explain --lake {args.lake} --job JOB --step STEP")
     return 0
 
@@ -100,12 +101,14 @@ def run_explain(args: argparse.Namespace) -> int:
     from ckptwatch.analysis.stalls import FEATURE_DOCS
     from ckptwatch.errors import CkptwatchError
 
-    reports, with_model = _reports(args, args.job)
-    rec = next((r for r in reports if int(r["step"]) == args.step), None)
-    if rec is None:
-        steps = ", ".join(str(r["step"]) for r in reports[:20]) or "none"
+    findings = _findings(args, args.job)
+    with_model = findings.with_model
+    found = next((r for r in findings.stalls if r.step == args.step), None)
+    if found is None:
+        steps = ", ".join(str(r.step) for r in findings.stalls[:20]) or "none"
         raise CkptwatchError(f"job {args.job} step {args.step} is not a stall (stalls of this "
                              f"job: {steps})")
+    rec = found.to_dict()
     if args.format == "json":
         print(json.dumps(rec, indent=2, default=str))
         return 0

@@ -25,7 +25,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ckptwatch.alerts.evaluate import AlertRun, run_alerts
-from ckptwatch.analysis.attribution import top_causes
+from ckptwatch.analysis.findings import StallFindings, find_stalls
 from ckptwatch.errors import CkptwatchError
 from ckptwatch.flows.ingest import dask_runner, ingest_flow, pop_dask_flag
 from ckptwatch.ingest.run import IngestReport
@@ -33,14 +33,11 @@ from ckptwatch.lake.query import connect, view_files
 from ckptwatch.report.daily import (
     AlertsUndeliveredError,
     ReportFiles,
-    StallFindings,
     daily_report,
-    find_stalls,
     nightly_days,
     nightly_settings,
 )
-from ckptwatch.settings import Settings, load_settings, redact
-from ckptwatch.settings import duckdb_memory as duckdb_memory_cap
+from ckptwatch.settings import UNCAPPED, Settings, duckdb_memory_limit, load_settings, redact
 
 #: DuckDB's memory cap in the nightly run unless told otherwise (the peak RSS target is 4 GiB).
 NIGHTLY_DUCKDB_MEMORY = "3GB"
@@ -48,40 +45,42 @@ NIGHTLY_DUCKDB_MEMORY = "3GB"
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="build views", cache_policy=NO_CACHE)
-def build_views(lake_root: Path) -> int:
+def build_views(lake_root: Path, memory_limit: str) -> int:
     """Build every SQL view over the lake (reads the lake: retried)."""
-    con = connect(lake_root)
+    con = connect(lake_root, memory_limit=memory_limit)
     con.close()
     return len(view_files())
 
 
 @task(task_run_name="stalls", cache_policy=NO_CACHE)
-def detect_stalls(lake_root: Path, days: tuple[date, date]) -> StallFindings:
+def detect_stalls(lake_root: Path, days: tuple[date, date], memory_limit: str) -> StallFindings:
     """Every stall of ``days`` and its ranked causes (the trained model when one is built)."""
-    return find_stalls(lake_root, days)
+    return find_stalls(lake_root, days=days, memory_limit=memory_limit)
 
 
 @task(task_run_name="alerts (send={send})", cache_policy=NO_CACHE)
 def evaluate_alerts(lake_root: Path, settings: Settings, send: bool,
-                    lock_wait_s: float, days: tuple[date, date]) -> AlertRun:
+                    lock_wait_s: float, days: tuple[date, date],
+                    findings: StallFindings, memory_limit: str) -> AlertRun:
     """Timeout headroom of every job; with ``send``, deliver the due alerts and keep state.
 
     Not retried: a failed sink keeps its alerts pending in the alert state, and the next run
-    sends them (a retry here would only repeat the same attempt seconds later).
+    sends them (a retry here would only repeat the same attempt seconds later). An alert's
+    likely cause comes from ``findings`` (the stalls step's attribution), not a second one.
     """
-    return run_alerts(lake_root, settings, send=send, cause_provider=top_causes,
-                      lock_wait_s=lock_wait_s, days=days)
+    return run_alerts(lake_root, settings, send=send, cause_provider=findings.top_causes,
+                      lock_wait_s=lock_wait_s, days=days, memory_limit=memory_limit)
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="report", cache_policy=NO_CACHE)
 def write_daily_report(lake_root: Path, day: date | None, findings: StallFindings,
                        settings: Settings, alert_run: AlertRun | None,
                        alerts_error: str | None, ingest: IngestReport,
-                       days: tuple[date, date]) -> ReportFiles:
+                       days: tuple[date, date], memory_limit: str) -> ReportFiles:
     """Build, render and write the day's report (writes files: retried)."""
     _facts, files = daily_report(lake_root, day=day, findings=findings, settings=settings,
                                  alert_run=alert_run, alerts_error=alerts_error,
-                                 ingest=ingest, days=days)
+                                 ingest=ingest, days=days, memory_limit=memory_limit)
     return files
 
 
@@ -116,23 +115,23 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     run_ingest = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
     ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
     # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
-    limit = duckdb_memory or os.environ.get("CKPTWATCH_DUCKDB_MEMORY") or NIGHTLY_DUCKDB_MEMORY
-    with duckdb_memory_cap(limit):
-        n_views = build_views(lake_root)
-        days = nightly_days(lake_root, report_date, lookback_days)
-        logger.info("nightly: reading %s to %s", days[0], days[1])
-        findings = detect_stalls(lake_root, days)
-        alert_run: AlertRun | None = None
-        alerts_error: str | None = None
-        try:
-            alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s, days)
-        except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail the run below
-            alerts_error = redact(str(exc), settings.secrets())
-        files = write_daily_report(lake_root, days[1], findings, settings, alert_run,
-                                   alerts_error, ingest, days)
-    causes: dict[str, int] = {}
-    for s in findings.stalls:
-        causes[s["cause"]] = causes.get(s["cause"], 0) + 1
+    limit = duckdb_memory_limit(duckdb_memory) or (
+        UNCAPPED if (duckdb_memory or os.environ.get("CKPTWATCH_DUCKDB_MEMORY"))
+        else NIGHTLY_DUCKDB_MEMORY)
+    n_views = build_views(lake_root, limit)
+    days = nightly_days(lake_root, report_date, lookback_days)
+    logger.info("nightly: reading %s to %s", days[0], days[1])
+    findings = detect_stalls(lake_root, days, limit)
+    alert_run: AlertRun | None = None
+    alerts_error: str | None = None
+    try:
+        alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s, days, findings,
+                                    limit)
+    except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail the run below
+        alerts_error = redact(str(exc), settings.secrets())
+    files = write_daily_report(lake_root, days[1], findings, settings, alert_run,
+                               alerts_error, ingest, days, limit)
+    causes = findings.by_cause()
     result: dict[str, Any] = {
         "ingested": ingest.count("ingested"), "skipped": ingest.count("skipped"),
         "failed": ingest.count("failed"), "quarantined": ingest.quarantined,

@@ -60,11 +60,14 @@ def _strip_comments(sql: str) -> str:
 
 
 def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
-            days: tuple[date, date] | None = None) -> duckdb.DuckDBPyConnection:
+            days: tuple[date, date] | None = None,
+            memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every view of ``sql/`` built over the lake.
 
     ``days`` (first, last; inclusive): the time-series tables (checkpoints, SMART, fabric, pool)
     show only those days' partitions, and DuckDB opens only their files; ``None``: every day.
+    ``memory_limit``: DuckDB's memory cap (``3GB``; ``"none"``: uncapped); ``None``:
+    ``$CKPTWATCH_DUCKDB_MEMORY`` (see :func:`ckptwatch.settings.duckdb_memory_limit`).
     """
     if days is not None and days[0] > days[1]:
         raise QueryError(f"days: {days[0]} is after {days[1]}")
@@ -79,14 +82,15 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
             con.execute(session.read_text()).fetchall()
         except duckdb.Error as exc:
             raise QueryError(f"session settings ({session}): {exc}") from exc
-    limit = duckdb_memory_limit()
+    limit = duckdb_memory_limit(memory_limit)
     if limit:
         spill = Path(tempfile.gettempdir()) / "ckptwatch-duckdb"
         try:
             con.execute(f"SET memory_limit = '{_setting(limit)}'").fetchall()
             con.execute(f"SET temp_directory = '{_setting(str(spill))}'").fetchall()
         except duckdb.Error as exc:
-            raise QueryError(f"CKPTWATCH_DUCKDB_MEMORY={limit!r}: {exc} (use e.g. 3GB)") from exc
+            raise QueryError(f"DuckDB memory limit {limit!r} (--duckdb-memory or "
+                             f"CKPTWATCH_DUCKDB_MEMORY={limit!r}): {exc} (use e.g. 3GB)") from exc
     con.execute("SET VARIABLE lake = ?", [str(lake.root)]).fetchall()
     if days is not None:
         con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
@@ -108,9 +112,3 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str,
         return rel.pl() if rel is not None else pl.DataFrame()
     except duckdb.Error as exc:
         raise QueryError(str(exc).splitlines()[0]) from exc
-
-
-def run_file(con: duckdb.DuckDBPyConnection, path: Path,
-             params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
-    """Run a query file from ``sql/`` (e.g. ``sql/reports/…``)."""
-    return run_sql(con, path.read_text(), params)

@@ -32,6 +32,7 @@ import duckdb
 import polars as pl
 
 from ckptwatch import __version__
+from ckptwatch.analysis.findings import StallFindings, StallRecord
 from ckptwatch.errors import CkptwatchError, ConfigError, SinkError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake, atomic_write_bytes
@@ -71,14 +72,6 @@ class ReportFiles:
     latest_json: Path
 
 
-@dataclass(frozen=True)
-class StallFindings:
-    """Every stall in the lake with its ranked causes, and how they were attributed."""
-
-    stalls: list[dict[str, Any]]
-    with_model: bool
-
-
 def reports_dir(lake_root: Path | str) -> Path:
     """``LAKE/reports``."""
     return Path(lake_root) / REPORTS_DIR
@@ -91,19 +84,6 @@ def nightly_settings(settings: Settings, lake_root: Path | str) -> Settings:
         return settings
     sinks = replace(settings.sinks, jsonl=reports_dir(lake_root) / ALERTS_FILE)
     return replace(settings, sinks=sinks)
-
-
-def find_stalls(lake_root: Path | str, days: tuple[date, date] | None = None) -> StallFindings:
-    """Every stall with its causes (the default model when one is built, else rules only);
-    ``days``: only those days of the lake (see ``query.connect``)."""
-    from ckptwatch.analysis.attribution import load_default_model, stall_reports
-
-    model = load_default_model()
-    con = connect(lake_root, days=days)
-    try:
-        return StallFindings(stall_reports(con, None, model), model is not None)
-    finally:
-        con.close()
 
 
 # -- facts ------------------------------------------------------------------------------------
@@ -192,7 +172,8 @@ select * from final order by job_id, tier, start_ts, step
 """
 
 
-def _stall_entry(rec: Mapping[str, Any], lake_root: Path) -> dict[str, Any]:
+def _stall_entry(stall: StallRecord, lake_root: Path) -> dict[str, Any]:
+    rec = stall.to_dict()
     top = rec["causes"][0]
     return {
         "job_id": rec["job_id"], "step": int(rec["step"]), "tier": rec["tier"],
@@ -366,7 +347,7 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
     day = report_day(con, day)
     t0, t1 = _day_bounds(day)
     stalls = [_stall_entry(r, lake_root) for r in findings.stalls
-              if r["start_ts"] is not None and t0 <= datetime.fromisoformat(r["start_ts"]) < t1]
+              if r.start_ts is not None and t0 <= datetime.fromisoformat(r.start_ts) < t1]
     stalls.sort(key=lambda s: (s["start_ts"], s["job_id"], s["step"]))
     frame = run_sql(con, _CHECKPOINTS_SQL, {"t0": t0, "t1": t1})
     jobs = _jobs(frame, stalls, settings)
@@ -686,10 +667,10 @@ def daily_report(lake_root: Path | str, *, day: date | None, findings: StallFind
                  settings: Settings, alert_run: AlertRun | None = None,
                  alerts_error: str | None = None, ingest: IngestReport | None = None,
                  plans: bool = True, days: tuple[date, date] | None = None,
-                 ) -> tuple[dict[str, Any], ReportFiles]:
+                 memory_limit: str | None = None) -> tuple[dict[str, Any], ReportFiles]:
     """Build, render and write the day's report; returns its facts and where it went.
-    ``days``: read only those days of the lake (see ``query.connect``)."""
-    con = connect(lake_root, days=days)
+    ``days``, ``memory_limit``: as for :func:`ckptwatch.lake.query.connect`."""
+    con = connect(lake_root, days=days, memory_limit=memory_limit)
     try:
         report = build_report(con, lake_root, day=day, findings=findings, settings=settings,
                               alert_run=alert_run, alerts_error=alerts_error, ingest=ingest,

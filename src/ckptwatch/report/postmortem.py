@@ -3,7 +3,8 @@
 ``notebooks/stall_postmortem.ipynb`` only calls these functions and the figures of
 :mod:`ckptwatch.report.plots`; everything it shows is computed here from the SQL marts
 (``stall_ranks``, ``stalls``, ``stg_checkpoint_writes``, ``int_signal_samples``) and from the
-attribution (:func:`ckptwatch.analysis.attribution.stall_reports`), so it is testable without a kernel::
+attribution (:func:`ckptwatch.analysis.findings.find_stalls`), so it is testable without a
+kernel::
 
     case = open_stall("data/lake", "job-98372")           # the job's worst stall
     timeline = rank_timeline(case)                        # one row per rank and phase
@@ -19,9 +20,10 @@ nbconvert; ``ckptwatch postmortem`` is its command line.
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,6 +32,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from ckptwatch.analysis.findings import StallRecord
 from ckptwatch.errors import CkptwatchError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.settings import notebook_path
@@ -59,10 +62,15 @@ class StallCase:
 
     con: duckdb.DuckDBPyConnection
     lake: Path
-    #: The record of :func:`ckptwatch.analysis.attribution.stall_reports` for this stall.
-    report: dict[str, Any]
+    #: The stall, as :func:`ckptwatch.analysis.findings.find_stalls` found it.
+    stall: StallRecord
     #: True when a trained attribution model scored the causes (else rules only).
     with_model: bool
+
+    @functools.cached_property
+    def report(self) -> dict[str, Any]:
+        """The stall's JSON form (the record of ``ckptwatch stalls --format json``)."""
+        return self.stall.to_dict()
 
     @property
     def job(self) -> str:
@@ -90,10 +98,9 @@ class StallCase:
         return f"{self.job} step {self.step} ({self.report['tier']})"
 
 
-def worst_stall(reports: list[dict[str, Any]]) -> dict[str, Any]:
+def worst_stall(stalls: Sequence[StallRecord]) -> StallRecord:
     """The stall with the longest barrier time (ties: the larger ratio to baseline)."""
-    return max(reports, key=lambda r: (float(r["barrier_s"]),
-                                       float(r["ratio_to_baseline"] or 0.0)))
+    return max(stalls, key=lambda r: (r.barrier_s, r.ratio_to_baseline or 0.0))
 
 
 def open_stall(lake: Path | str, job: str, step: int | None = None, *,
@@ -102,11 +109,12 @@ def open_stall(lake: Path | str, job: str, step: int | None = None, *,
 
     Raises :class:`CkptwatchError` naming the job's stalls when ``step`` is not one of them.
     """
-    from ckptwatch.analysis.attribution import load_default_model, stall_reports
+    from ckptwatch.analysis.attribution import load_default_model
+    from ckptwatch.analysis.findings import attribute_stalls
 
     con = con or connect(lake)
     model = load_default_model()
-    reports = stall_reports(con, job, model)
+    reports = attribute_stalls(con, job=job, model=model).stalls
     if not reports:
         known = run_sql(con, "select count(*) as n from checkpoint_latency where job_id = $job",
                         {"job": job})["n"][0]
@@ -119,9 +127,9 @@ def open_stall(lake: Path | str, job: str, step: int | None = None, *,
                              "(`ckptwatch stalls` lists every stall)")
     if step is None:
         return StallCase(con, Path(lake), worst_stall(reports), model is not None)
-    rec = next((r for r in reports if int(r["step"]) == int(step)), None)
+    rec = next((r for r in reports if r.step == int(step)), None)
     if rec is None:
-        steps = ", ".join(str(r["step"]) for r in reports[:20])
+        steps = ", ".join(str(r.step) for r in reports[:20])
         raise CkptwatchError(f"job {job} step {step} is not a stall (stalls of this job: "
                              f"{steps}); omit --step for the worst one")
     return StallCase(con, Path(lake), rec, model is not None)
@@ -259,7 +267,7 @@ class RankDurations:
 
 def rank_durations(case: StallCase) -> RankDurations:
     """This checkpoint's rank durations and the job's normal (non-stall) rank durations."""
-    from ckptwatch.analysis.stalls import StallSettings
+    from ckptwatch.analysis.detection import DetectionSettings
 
     this = run_sql(case.con, """
         select rank, duration_s, is_slow, normal_rank_s
@@ -273,7 +281,7 @@ def rank_durations(case: StallCase) -> RankDurations:
         where writes.job_id = $job
     """, {"job": case.job})
     normal_s = float(this["normal_rank_s"].drop_nulls().first() or 0.0)  # type: ignore[arg-type]
-    s = StallSettings()
+    s = DetectionSettings()
     threshold = max(s.slow_rank_factor * normal_s, normal_s + s.slow_rank_min_excess_s)
     return RankDurations(this.drop("normal_rank_s"), normal.select("duration_s"), normal_s,
                          threshold, normal["step"].n_unique())

@@ -19,7 +19,8 @@ from typing import Any
 import polars as pl
 
 from ckptwatch.analysis.attribution import LABELS, UNKNOWN, AttributionModel, attribute
-from ckptwatch.analysis.stalls import StallSettings, stall_features
+from ckptwatch.analysis.detection import DetectionSettings
+from ckptwatch.analysis.stalls import stall_features
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.query import connect
 from ckptwatch.simulate.scenario import simulate
@@ -45,7 +46,7 @@ class ScenarioResult:
         return out
 
 
-def run_scenario(seed: int, workdir: Path, settings: StallSettings | None = None,
+def run_scenario(seed: int, workdir: Path, settings: DetectionSettings | None = None,
                  **scenario: Any) -> ScenarioResult:
     """Simulate, ingest and featurise one scenario."""
     opts = {**SCENARIO, **scenario}
@@ -53,7 +54,7 @@ def run_scenario(seed: int, workdir: Path, settings: StallSettings | None = None
     simulate(raw, seed, overwrite=True, **opts)
     ingest(raw, lake)
     con = connect(lake)
-    (settings or StallSettings()).apply(con)
+    (settings or DetectionSettings()).apply(con)
     features = stall_features(con)
     con.close()
     labels = json.loads((raw / "labels.json").read_text())

@@ -1,6 +1,7 @@
 """Incidents of a simulated scenario: where they strike, and what they do to the checkpoints.
 
-``ckptwatch.simulate.scenario`` builds the cluster and the jobs' healthy checkpoints; this module then
+``ckptwatch.simulate.scenario`` builds the cluster and the jobs' healthy checkpoints; this
+module then
 
 - plans the incidents (``IncidentPlanner``): stalls by ``gc``, ``metadata``, ``fabric_pause`` or
   ``unknown`` anchored on chosen checkpoints, a two-cause overlap, and confounders that leave a

@@ -1,6 +1,7 @@
 """Telemetry of a simulated scenario: pool metrics, NVMe SMART (smartctl + OCP) and fabric counters.
 
-The scenario model (``ckptwatch.simulate.scenario``) decides the cluster, the rank writes and the incidents;
+The scenario model (``ckptwatch.simulate.scenario``) decides the cluster, the rank writes and
+the incidents;
 this module turns them into the signals real collectors record, in their raw formats:
 
 - pool: long CSV ``ts,pool,target,metric,value`` (gauges averaged over the sample interval,
