@@ -9,7 +9,7 @@
 -- 5 GB. The views are written with the small side of each join on the right.
 set disabled_optimizers = 'build_side_probe_side';
 
--- Detection thresholds (DESIGN "Definitions"): their one definition. ckptwatch reads these
+-- Detection thresholds (docs/concepts.md): their one definition. ckptwatch reads these
 -- defaults (ckptwatch.analysis.detection.DetectionSettings) and sets its overrides (CLI flags)
 -- as the same variables; in the duckdb CLI, SET VARIABLE stall_factor = 3; after this file.
 -- A stall: barrier >= stall_factor x the job's rolling median and >= stall_min_excess_s over it.

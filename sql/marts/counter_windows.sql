@@ -50,82 +50,17 @@ windows as (
         checkpoint_hosts.is_target,
         checkpoint_hosts.n_ranks_on_node,
         checkpoint_hosts.n_ranks_to_target,
-        -- Joins go through minute buckets (a time-range join per host would compare every
-        -- window with every sample); each pair meets once, in its first shared minute.
-        epoch_us(checkpoints.start_ts) // 60000000 as first_minute,
-        epoch_us(checkpoints.end_ts) // 60000000 as last_minute,
     from checkpoints
     inner join checkpoint_hosts using (job_id, step)
 ),
 
-window_minutes as (
-    select
-        *,
-        unnest(range(first_minute, last_minute + 1)) as minute,
-    from windows
-),
-
-sample_minutes as (
-    select
-        *,
-        epoch_us(coalesce(prev_ts, ts)) // 60000000 as sample_first_minute,
-        unnest(range(
-            epoch_us(coalesce(prev_ts, ts)) // 60000000, epoch_us(ts) // 60000000 + 1
-        )) as minute,
-    from samples
-),
-
+-- The samples whose interval touches the window (int_window_samples), of which this mart
+-- counts an interval that overlaps the window (prev_ts < end, ts > start) and a series' first
+-- sample (no interval) inside it.
 overlapping as (
-    select
-        window_minutes.job_id,
-        window_minutes.step,
-        window_minutes.tier,
-        window_minutes.window_start_ts,
-        window_minutes.window_end_ts,
-        window_minutes.window_s,
-        window_minutes.host,
-        window_minutes.is_rank_node,
-        window_minutes.is_target,
-        window_minutes.n_ranks_on_node,
-        window_minutes.n_ranks_to_target,
-        sample_minutes.source_table,
-        sample_minutes.family,
-        sample_minutes.signal,
-        sample_minutes.kind,
-        sample_minutes.device,
-        sample_minutes.port,
-        sample_minutes.pool,
-        sample_minutes.interval_s,
-        sample_minutes.value,
-        sample_minutes.delta,
-        sample_minutes.rate_per_s,
-        sample_minutes.reset,
-        sample_minutes.saturated,
-        case
-            when sample_minutes.prev_ts is null then 0.0
-            else epoch(
-                least(sample_minutes.ts, window_minutes.window_end_ts)
-                - greatest(sample_minutes.prev_ts, window_minutes.window_start_ts)
-            )
-        end as overlap_s,
-    from window_minutes
-    inner join sample_minutes
-        on window_minutes.host = sample_minutes.host
-        and window_minutes.minute = sample_minutes.minute
-    where
-        window_minutes.minute
-        = greatest(window_minutes.first_minute, sample_minutes.sample_first_minute)
-        and (
-            (
-                sample_minutes.prev_ts < window_minutes.window_end_ts
-                and sample_minutes.ts > window_minutes.window_start_ts
-            )
-            or (
-                sample_minutes.prev_ts is null
-                and sample_minutes.ts
-                between window_minutes.window_start_ts and window_minutes.window_end_ts
-            )
-        )
+    select *
+    from int_window_samples('windows', 'samples')
+    where prev_ts is null or (prev_ts < window_end_ts and ts > window_start_ts)
 ),
 
 per_series as (

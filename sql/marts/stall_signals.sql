@@ -79,59 +79,24 @@ baselines as (
     group by host, family, signal_group, device, port, signal
 ),
 
--- Windows meet samples through 5-minute buckets (a join on host alone would pair every stall
--- with every sample of its hosts); each (stall, sample) pair meets once, in its first shared
--- bucket, and then must overlap in time: the sample's interval (prev_ts, ts] against the
--- checkpoint's window.
-stall_buckets as (
+stall_hosts as (
     select
         stalls.job_id,
         stalls.step,
-        stalls.start_ts,
-        stalls.end_ts,
+        stalls.start_ts as window_start_ts,
+        stalls.end_ts as window_end_ts,
         host_roles.host,
-        epoch(stalls.start_ts)::bigint // 300 as first_bucket,
-        unnest(range(
-            epoch(stalls.start_ts)::bigint // 300, epoch(stalls.end_ts)::bigint // 300 + 1
-        )) as bucket,
     from stalls
     inner join host_roles using (job_id, step)
 ),
 
-sample_buckets as (
-    select
-        series_samples.*,
-        epoch(coalesce(series_samples.prev_ts, series_samples.ts))::bigint // 300
-            as sample_first_bucket,
-        unnest(range(
-            epoch(coalesce(series_samples.prev_ts, series_samples.ts))::bigint // 300,
-            epoch(series_samples.ts)::bigint // 300 + 1
-        )) as bucket,
-    from series_samples
-),
-
+-- The samples whose interval touches the checkpoint's window (int_window_samples), of which
+-- this mart counts every interval that has begun before the window ends (a series' first
+-- sample: inside [start_ts, end_ts)), whole: an interval ending at start_ts counts too.
 in_window as (
-    select
-        stall_buckets.job_id,
-        stall_buckets.step,
-        sample_buckets.* exclude (bucket, sample_first_bucket),
-    from sample_buckets
-    inner join stall_buckets
-        on sample_buckets.host = stall_buckets.host
-        and sample_buckets.bucket = stall_buckets.bucket
-    where
-        stall_buckets.bucket
-        = greatest(stall_buckets.first_bucket, sample_buckets.sample_first_bucket)
-        and (
-            (
-                sample_buckets.ts >= stall_buckets.start_ts
-                and coalesce(sample_buckets.prev_ts, sample_buckets.ts) < stall_buckets.end_ts
-            )
-            or (
-                sample_buckets.prev_ts < stall_buckets.end_ts
-                and sample_buckets.ts >= stall_buckets.end_ts
-            )
-        )
+    select *
+    from int_window_samples('stall_hosts', 'series_samples')
+    where coalesce(prev_ts, ts) < window_end_ts
 ),
 
 per_series as (

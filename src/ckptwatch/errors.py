@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CkptwatchError(Exception):
     """Base class: a failure the user can act on; its message says what, where and what to do."""
@@ -26,10 +28,6 @@ class RecordError(CkptwatchError):
         super().__init__(reason)
         self.reason = reason
         self.line = line
-
-
-class UnknownFormatError(CkptwatchError):
-    """A raw file's format could not be recognised from its place or content."""
 
 
 class QueryError(CkptwatchError):
@@ -62,3 +60,34 @@ class SimulationConfigError(CkptwatchError):
 
 class ModelError(CkptwatchError):
     """The attribution model file is missing, unreadable or built for other features."""
+
+
+class AlertsUndeliveredError(SinkError):
+    """Alert sinks failed in a nightly run whose report was written (``result`` says where)."""
+
+    def __init__(self, message: str, result: dict[str, Any]) -> None:
+        super().__init__("nightly", message)
+        self.result = result
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.result))
+
+
+class StallNotFoundError(CkptwatchError):
+    """The stall asked for is not in the lake (no such job, no stall at that step, no ranks)."""
+
+
+class NotebookError(CkptwatchError):
+    """The post-mortem notebook is missing, a cell failed, or its output cannot be written."""
+
+
+class MissingExtraError(CkptwatchError):
+    """An optional dependency is not installed; the message names the extra that provides it."""
+
+
+class CorruptInputError(CkptwatchError, OSError):
+    """A raw file's bytes cannot be decoded (a corrupt or oversized ``.gz``): quarantined."""
+
+
+class UsageError(CkptwatchError):
+    """A command-line value argparse accepts but the command cannot use (e.g. ``--seeds 9-1``)."""

@@ -1,46 +1,22 @@
-"""Timeout headroom, forecast and alert state: pure evaluation first, then the CLI on a lake."""
+"""Alert evaluation: the issue's scenarios, the payload, causes, then runs and the CLI on a lake."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
+from tests.alerts.alert_cases import EVERY_S, JOBS, T0, TIMEOUT_S, checkpoints
 
-from ckptwatch.alerts.evaluate import (
-    ALERTNAME,
-    AlertState,
-    evaluate,
-    forecast_tail,
-    load_state,
-    run_alerts,
-    save_state,
-    state_path,
-)
+from ckptwatch.alerts.evaluate import ALERTNAME, evaluate, run_alerts
+from ckptwatch.alerts.state import AlertState, state_path
 from ckptwatch.cli.main import main
-from ckptwatch.errors import LakeError
 from ckptwatch.settings import AlertSettings, JobAlertSettings, Settings, settings_from_dict
-
-T0 = datetime(2026, 11, 28, tzinfo=UTC)
-EVERY_S = 600  # a checkpoint every 10 minutes
-TIMEOUT_S = 120.0  # warning 84 s, critical 108 s with the default levels
-JOBS = pl.DataFrame({"job_id": ["j1"], "checkpoint_timeout_s": [TIMEOUT_S]})
-
-
-def checkpoints(barriers: Sequence[float] | np.ndarray, *, job: str = "j1", tier: str = "pool",
-                start: datetime = T0) -> pl.DataFrame:
-    """One row per checkpoint, as the checkpoint_latency mart gives them."""
-    return pl.DataFrame({
-        "job_id": [job] * len(barriers), "tier": [tier] * len(barriers),
-        "step": [100 * (i + 1) for i in range(len(barriers))],
-        "end_ts": [start + timedelta(seconds=EVERY_S * i) for i in range(len(barriers))],
-        "barrier_s": [float(b) for b in barriers],
-    })
 
 
 def replay(barriers: Sequence[float] | np.ndarray, settings: AlertSettings,
@@ -65,38 +41,6 @@ def creeping(n: int = 160, seed: int = 3) -> np.ndarray:
     """A tail creeping from 40 s toward the 120 s timeout at 3 s/h, with noise."""
     rng = np.random.default_rng(seed)
     return 40 + 0.5 * np.arange(n) + rng.normal(0, 1.5, n)
-
-
-# -- forecast ---------------------------------------------------------------------------------
-
-
-def test_forecast_predicts_when_a_linear_tail_reaches_warning_and_timeout() -> None:
-    t = np.array([T0.timestamp() + 600 * i for i in range(20)])
-    y = 60 + 1.0 * np.arange(20)  # +6 s/h; last point 79 s
-    f = forecast_tail(t, y, warning_s=84, timeout_s=120, horizon_s=6 * 3600)
-    last = T0 + timedelta(seconds=600 * 19)
-    assert f.slope_s_per_h == pytest.approx(6.0, rel=1e-3)
-    assert f.warning_at is not None and f.timeout_at is None  # timeout is 6.8 h away
-    assert abs((f.warning_at - last).total_seconds() - 5 / 6 * 3600) < 60
-    assert f.warns and "reaches the warning level 84.0 s at" in f.note
-
-
-def test_forecast_needs_six_points_and_a_rising_trend() -> None:
-    t = [T0.timestamp() + 600 * i for i in range(5)]
-    few = forecast_tail(t, [50, 60, 70, 80, 83], warning_s=84, timeout_s=120, horizon_s=21600)
-    assert not few.warns and few.slope_s_per_h is None
-    assert few.note == "no forecast: 5 checkpoint(s) in the window, needs 6"
-    t6 = [T0.timestamp() + 600 * i for i in range(8)]
-    falling = forecast_tail(t6, [83, 80, 77, 74, 71, 68, 65, 62], warning_s=84, timeout_s=120,
-                            horizon_s=21600)
-    assert not falling.warns and falling.note.endswith("not rising")
-
-
-def test_forecast_ignores_a_single_spike() -> None:
-    t = [T0.timestamp() + 600 * i for i in range(20)]
-    y = [40.0] * 19 + [80.0]  # one stall at the end: not a trend
-    f = forecast_tail(t, y, warning_s=84, timeout_s=120, horizon_s=21600)
-    assert f.slope_s_per_h == pytest.approx(0.0, abs=0.5) and not f.warns
 
 
 # -- the issue's scenarios --------------------------------------------------------------------
@@ -225,36 +169,7 @@ def test_evaluate_does_not_mutate_the_previous_state() -> None:
     assert json.dumps(first.state.to_json(), sort_keys=True) == before
 
 
-# -- the lake: state file and CLI -------------------------------------------------------------
-
-
-def write_raw(root: Path, jobs: dict[str, Sequence[float]], *, timeout_s: float = TIMEOUT_S,
-              start: datetime = T0) -> Path:
-    """A raw directory: per-rank JSON Lines (2 ranks; the slower one is the barrier), jobs.csv."""
-    (root / "checkpoints").mkdir(parents=True)
-    (root / "jobs").mkdir()
-    lines = []
-    for job, barriers in jobs.items():
-        for i, b in enumerate(barriers):
-            t = start + timedelta(seconds=EVERY_S * i)
-            for rank, d in enumerate((0.8 * b, b)):
-                lines.append(json.dumps({
-                    "job_id": job, "step": 100 * (i + 1), "rank": rank, "node": f"n{rank}",
-                    "tier": "pool", "start_time": t.isoformat(),
-                    "end_time": (t + timedelta(seconds=float(d))).isoformat(), "bytes": 1}))
-    (root / "checkpoints" / "ckpt.jsonl").write_text("\n".join(lines) + "\n")
-    (root / "jobs" / "jobs.csv").write_text(
-        "job_id,n_ranks,checkpoint_timeout_s\n"
-        + "".join(f"{job},2,{timeout_s}\n" for job in jobs))
-    return root
-
-
-@pytest.fixture
-def alert_lake(tmp_path: Path) -> Path:
-    """A lake with a job at 92 s of a 120 s timeout (warning) and a healthy one."""
-    raw = write_raw(tmp_path / "raw", {"hot": [92.0] * 10, "cool": [30.0] * 10})
-    assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--quiet"]) == 0
-    return tmp_path / "lake"
+# -- the lake and the CLI -----------------------------------------------------------------
 
 
 def test_cli_dry_run_prints_the_alerts_and_writes_nothing(
@@ -319,26 +234,9 @@ def test_cause_provider_gets_the_window_and_feeds_top_cause(alert_lake: Path) ->
     assert run.alerts[0]["annotations"]["top_cause"] == "gc (step 700)"
 
 
-def test_state_round_trip_and_corrupt_state(alert_lake: Path) -> None:
-    ev = evaluate(checkpoints([100.0] * 3), JOBS, AlertSettings(), now=T0)
-    save_state(alert_lake, ev.state)
-    assert load_state(alert_lake).to_json() == ev.state.to_json()
-    state_path(alert_lake).write_text("{not json")
-    with pytest.raises(LakeError, match=r"corrupt alert state .*_state/alerts.json: .*move it "
-                       r"aside to start afresh \(alerts still firing will be sent again\)"):
-        load_state(alert_lake)
-
-
 def test_alerts_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["alerts", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--send" in out and "--format {table,json}" in out and "--config FILE" in out
-
-
-def test_now_replays_the_lake_as_of_that_time(alert_lake: Path) -> None:
-    run = run_alerts(alert_lake, Settings(), send=False, sinks=[],
-                     now=datetime(2026, 11, 28, 0, 35, tzinfo=UTC))
-    # checkpoints start every 10 minutes from 00:00 and take 30 or 92 s: four ended by 00:35
-    assert {h.job_id: h.n_checkpoints for h in run.evaluation.jobs} == {"cool": 4, "hot": 4}

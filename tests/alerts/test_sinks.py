@@ -28,7 +28,7 @@ import pytest
 from tests.conftest import hot_lake
 
 from ckptwatch.alerts import sinks as alert_sinks
-from ckptwatch.alerts.evaluate import AlertState, evaluate, load_state
+from ckptwatch.alerts.evaluate import evaluate
 from ckptwatch.alerts.sinks import (
     AlertmanagerSink,
     JsonlSink,
@@ -37,6 +37,7 @@ from ckptwatch.alerts.sinks import (
     WebhookSink,
     deliver,
 )
+from ckptwatch.alerts.state import AlertState, load_state
 from ckptwatch.cli.main import main
 from ckptwatch.settings import AlertSettings, JobAlertSettings, Secret
 

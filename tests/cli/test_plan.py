@@ -11,6 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ckptwatch.cli.main import main
+from ckptwatch.lake.query import connect, run_sql
+from ckptwatch.lake.store import Lake
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT_ROOT / "examples" / "plan.yaml"
@@ -113,6 +115,9 @@ def test_sweep_json_and_svg_plot(capsys: pytest.CaptureFixture[str], tmp_path: P
 
 
 def _write_lake(root: Path) -> Path:
+    """Job train-7 on the pool: 6 checkpoints x 16 ranks on 2 nodes, 4 GB per rank; barriers
+    30, 30, 32, 34, 90, 31 s (rank 5)."""
+    Lake(root).init()
     start = datetime(2026, 11, 1, tzinfo=UTC)
     rows = []
     for step, barrier in enumerate([30.0, 30.0, 32.0, 34.0, 90.0, 31.0]):
@@ -140,6 +145,25 @@ def test_from_lake_uses_measured_times(capsys: pytest.CaptureFixture[str],
     assert pool["checkpoint_s_p50"] == pytest.approx(31.5)
     assert pool["checkpoint_s_p99"] == pytest.approx(measured["p99_s"])
     assert data["inputs"]["ranks"] == 16  # type: ignore[index]
+
+
+def test_from_lake_is_job_latency_and_ignores_a_duplicated_record(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    lake = _write_lake(tmp_path / "lake")
+    before = plan_json(capsys, "--from-lake", str(lake), "--job", "train-7")["measured"]
+    # the same file's content again under another name: every record arrives twice
+    part = lake / "checkpoint_writes" / "date=2026-11-02"
+    (part / "part-b.parquet").write_bytes((part / "part-a.parquet").read_bytes())
+    after = plan_json(capsys, "--from-lake", str(lake), "--job", "train-7")["measured"]
+    assert after == before
+    con = connect(lake)
+    try:
+        [row] = run_sql(con, "select barrier_p50_s, barrier_p99_s, n_checkpoints "
+                             "from job_latency where job_id = 'train-7'").rows()
+    finally:
+        con.close()
+    assert isinstance(after, dict)
+    assert (after["p50_s"], after["p99_s"], after["checkpoints"]) == row
 
 
 def test_from_lake_table_says_what_was_measured(capsys: pytest.CaptureFixture[str],

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.prefect
 
 pytest.importorskip("prefect_dask")
 
-PATHS = ("alerts_file", "report", "report_json", "latest")
+PATHS = ("alerts_file", "report", "report_json", "latest", "steps_s")  # paths, timings
 
 
 def test_dask_nightly_lake_and_stalls_equal_sequential(prefect_harness: None, tmp_path: Path,

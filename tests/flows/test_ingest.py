@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 from tests.conftest import lake_rows
 
-from ckptwatch.flows.ingest import ingest_flow
+from ckptwatch.errors import MissingExtraError
+from ckptwatch.flows.ingest import dask_runner, ingest_flow
 from ckptwatch.flows.nightly import nightly_flow
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.store import Lake
@@ -37,3 +39,11 @@ def test_nightly_flow_ingests_and_builds_views(prefect_harness: None, raw_dir: P
     assert (out["stalls"], out["alerts"]) == (0, 0)  # two healthy jobs: nothing to send
     assert Path(out["report"]) == tmp_path / "lake" / "reports" / "2026-11-28" / "report.html"
     assert "j1" in Path(out["report"]).read_text()
+    assert list(out["steps_s"]) == ["ingest", "views", "stalls", "alerts", "report"]
+    assert all(s >= 0.0 for s in out["steps_s"].values())
+
+
+def test_dask_without_prefect_dask_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "prefect_dask", None)  # import fails: not installed
+    with pytest.raises(MissingExtraError, match=r"needs prefect-dask.*\[dask\]"):
+        dask_runner("local")

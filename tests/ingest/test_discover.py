@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ckptwatch.errors import RawDirError
-from ckptwatch.ingest.discover import classify, discover, table_for_columns
+from ckptwatch.errors import CorruptInputError, RawDirError
+from ckptwatch.ingest.discover import classify, discover, read_bytes, table_for_columns
 
 
 @pytest.mark.parametrize(("columns", "table"), [
@@ -50,3 +50,12 @@ def test_discover_lists_everything_and_says_what_it_ignores(raw_dir: Path) -> No
 def test_missing_raw_dir_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RawDirError, match="does not exist"):
         discover(tmp_path / "nope")
+
+
+def test_a_corrupt_gzip_is_a_corrupt_input_error_and_an_os_error(tmp_path: Path) -> None:
+    """Discovery catches it with the other read errors (``OSError``); ingest quarantines it."""
+    bad = tmp_path / "x.csv.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00broken")
+    with pytest.raises(CorruptInputError, match="corrupt gzip file") as err:
+        read_bytes(bad)
+    assert isinstance(err.value, OSError)

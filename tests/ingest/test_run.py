@@ -78,35 +78,3 @@ def test_tool_output_in_unknown_place_explains_the_fix(tmp_path: Path) -> None:
     ingest(tmp_path / "raw", tmp_path / "lake")
     reason = Lake(tmp_path / "lake").read("quarantine")["reason"][0]
     assert "under smart/" in reason
-
-
-def test_gzip_files_are_read(raw_dir: Path, tmp_path: Path) -> None:
-    import gzip
-
-    src = raw_dir / "pool" / "pool.csv"
-    (raw_dir / "pool" / "pool.csv.gz").write_bytes(gzip.compress(src.read_bytes().replace(
-        b"pool0,t0", b"pool0,t7")))
-    report = ingest(raw_dir, tmp_path / "lake")
-    assert report.rows["pool_metrics"] == 4
-
-
-def test_dlio_per_rank_stats_become_checkpoint_rows(tmp_path: Path) -> None:
-    import json
-
-    run = tmp_path / "raw" / "checkpoints" / "llama-run"
-    run.mkdir(parents=True)
-    (run / "summary.json").write_text(json.dumps({"num_accelerators": 4, "metric": {}}))
-    for rank, dur in ((0, 10.0), (3, 12.5)):
-        stats = {"1": {"start": "2026-07-14T12:15:00.000000", "end": "2026-07-14T12:20:00",
-                       "save_ckpt1": {"start": "2026-07-14T12:15:00.000000",
-                                      "end": f"2026-07-14T12:15:{dur:09.6f}",
-                                      "duration": dur, "throughput": 4.0 / dur}}}
-        (run / f"{rank}_per_epoch_stats.json").write_text(json.dumps(stats))
-    (run / "dlio.log").write_text("log\n")
-    report = ingest(tmp_path / "raw", tmp_path / "lake")
-    assert report.count("ignored") == 2 and report.quarantined == 0
-    cw = Lake(tmp_path / "lake").read("checkpoint_writes").sort("rank")
-    assert cw["rank"].to_list() == [0, 3]
-    assert cw["duration_s"].to_list() == [10.0, 12.5]
-    assert cw["bytes"].to_list() == [1 << 30, 1 << 30]  # 4 GiB checkpoint over 4 ranks
-    assert set(cw["job_id"]) == {"llama-run"} and set(cw["node"]) == {"unknown"}

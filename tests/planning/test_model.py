@@ -1,49 +1,30 @@
-"""The planning model: interval formulas, the wall-time model, strategies, flips, the lake."""
+"""The planning model: interval formulas, the wall-time model, strategies, the parameters."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from ckptwatch.errors import LakeError
+from ckptwatch.errors import PlanInputError
 from ckptwatch.planning.model import (
     PARAMETERS,
-    STRATEGIES,
-    PlanInputError,
     PlanInputs,
-    calibrate,
     checkpoint_costs,
     daly_interval,
     daly_wall_time,
     evaluate,
     evaluate_strategy,
-    inputs_from_mapping,
     lost_work_per_failure,
-    make_plan,
-    measure_from_lake,
     optimal_interval,
     optimal_interval_lambert,
-    sweep,
-    sweep_values,
     two_level_wall_time,
     young_interval,
 )
 
 HOUR = 3600.0
-
-
-@pytest.fixture
-def essay_inputs() -> PlanInputs:
-    """The essay's example: 512 ranks, 8.8 TB per checkpoint, a 0.4 TB/s pool."""
-    return PlanInputs(ranks=512, gpus_per_node=8, bytes_per_rank=8.8e12 / 512,
-                      pool_bandwidth_bytes_s=0.4e12)
 
 
 # -- Young and Daly against hand-computed values ---------------------------------------------
@@ -281,119 +262,8 @@ def test_invalid_input_names_the_flag_key() -> None:
         PlanInputs(drive_loss_fraction=1.5).validate()
 
 
-def test_inputs_from_mapping_accepts_display_and_si_keys() -> None:
-    got = inputs_from_mapping({"pool_bandwidth_gb_s": 400, "node_mtbf_s": 7200.0, "ranks": 64},
-                              origin="t")
-    assert got == {"pool_bandwidth_bytes_s": 400e9, "node_mtbf_s": 7200.0, "ranks": 64}
-    with pytest.raises(PlanInputError, match=r"t: unknown input 'pool_bw'"):
-        inputs_from_mapping({"pool_bw": 1}, origin="t")
-    with pytest.raises(PlanInputError, match=r"t: ranks must be a whole number"):
-        inputs_from_mapping({"ranks": 1.5}, origin="t")
-
-
-# -- sweeps and flips --------------------------------------------------------------------------
-
-
-def test_flip_in_pool_bandwidth_is_where_the_overheads_cross(essay_inputs: PlanInputs) -> None:
-    sw = sweep(essay_inputs, "pool_bandwidth", 40e9, 4000e9, 25)
-    assert sw.best[0] != "pool" and sw.best[-1] == "pool"
-    pool_flips = [f for f in sw.flips if f.to == "pool"]
-    assert len(pool_flips) == 1
-    flip = pool_flips[0]
-    below = {r.name: r.overhead_fraction for r in evaluate(
-        replace(essay_inputs, pool_bandwidth_bytes_s=flip.value * 0.999))}
-    above = {r.name: r.overhead_fraction for r in evaluate(
-        replace(essay_inputs, pool_bandwidth_bytes_s=flip.value * 1.001))}
-    assert min(below, key=below.__getitem__) == flip.from_
-    assert min(above, key=above.__getitem__) == "pool"
-
-
-def test_flip_in_job_size_is_an_integer(essay_inputs: PlanInputs) -> None:
-    sw = sweep(essay_inputs, "ranks", 8, 4096, 13)
-    assert sw.flips, "small jobs should prefer the pool, large ones local drives"
-    for flip in sw.flips:
-        assert flip.value == int(flip.value)
-        before = evaluate(replace(essay_inputs, ranks=int(flip.value) - 1))
-        at = evaluate(replace(essay_inputs, ranks=int(flip.value)))
-        assert min(before, key=lambda r: r.overhead_fraction).name == flip.from_
-        assert min(at, key=lambda r: r.overhead_fraction).name == flip.to
-
-
-def test_sweep_values_log_and_linear() -> None:
-    assert sweep_values(1.0, 100.0, 3) == pytest.approx((1.0, 10.0, 100.0))
-    assert sweep_values(0.0, 1.0, 3) == pytest.approx((0.0, 0.5, 1.0))
-    with pytest.raises(PlanInputError, match="LO < HI"):
-        sweep_values(2.0, 1.0, 3)
-
-
-def test_make_plan_json_contract(essay_inputs: PlanInputs) -> None:
-    d = make_plan(essay_inputs, flips=False).to_dict()
-    assert set(d) >= {"inputs", "strategies", "best", "flips"}
-    assert [s["name"] for s in d["strategies"]] == list(STRATEGIES)
-    for s in d["strategies"]:
-        assert set(s) >= {"name", "checkpoint_s_p50", "checkpoint_s_p99", "mtbf_s", "restart_s",
-                          "young_interval_s", "daly_interval_s", "optimal_interval_s",
-                          "lost_work_per_failure_s", "overhead_fraction",
-                          "lost_gpu_hours_per_year"}
-    assert d["best"] in STRATEGIES
-    assert d["flips"] == []
-
-
 def test_every_parameter_maps_to_an_input_field() -> None:
     names = {f for f in PlanInputs.__dataclass_fields__}
     assert {p.field for p in PARAMETERS.values()} == names
     assert {"pool_bandwidth", "node_mtbf", "ranks", "bytes_per_rank",
             "drive_loss_fraction"} <= set(PARAMETERS)
-
-
-# -- the lake ----------------------------------------------------------------------------------
-
-
-def _write_lake(root: Path) -> Path:
-    """Job j1 on the pool: 5 checkpoints x 8 ranks on 2 nodes, 2 GB per rank; barriers
-    20, 22, 24, 26, 100 s (one straggler each); an errored write that must be ignored; and a
-    second job j2."""
-    start = datetime(2026, 11, 1, tzinfo=UTC)
-    rows: list[dict[str, object]] = []
-    for step, barrier in enumerate([20.0, 22.0, 24.0, 26.0, 100.0]):
-        for rank in range(8):
-            duration = barrier if rank == 3 else 10.0 + rank * 0.1
-            rows.append({"job_id": "j1", "step": step, "rank": rank, "node": f"n{rank // 4}",
-                         "tier": "pool", "start_ts": start,
-                         "end_ts": start + timedelta(seconds=duration),
-                         "duration_s": duration, "bytes": 2_000_000_000, "status": "ok"})
-    rows.append({**rows[0], "rank": 7, "duration_s": 999.0, "status": "error"})
-    rows.append({**rows[0], "job_id": "j2", "tier": "local"})
-    part = root / "checkpoint_writes" / "date=2026-11-01"
-    part.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(rows), part / "part-0.parquet")
-    return root
-
-
-def test_measure_from_lake(tmp_path: Path) -> None:
-    m = measure_from_lake(_write_lake(tmp_path), "j1")
-    assert (m.tier, m.checkpoints, m.ranks, m.gpus_per_node) == ("pool", 5, 8, 4)
-    assert m.bytes_per_rank == 2e9
-    assert m.p50_s == pytest.approx(24.0)
-    # quantile_cont at 0.99 of [20, 22, 24, 26, 100]: 26 + 0.96 * 74
-    assert m.p99_s == pytest.approx(97.04)
-    assert m.tail_factor == pytest.approx(97.04 / 24.0)
-
-
-def test_calibrated_model_reproduces_the_measured_p50(tmp_path: Path) -> None:
-    m = measure_from_lake(_write_lake(tmp_path), "j1")
-    inputs = calibrate(PlanInputs(), m).validate()
-    assert (inputs.ranks, inputs.gpus_per_node) == (8, 4)
-    pool = evaluate_strategy("pool", inputs)
-    assert pool.checkpoint_s_p50 == pytest.approx(24.0)
-    assert pool.checkpoint_s_p99 == pytest.approx(97.04)
-
-
-def test_lake_missing_names_the_path(tmp_path: Path) -> None:
-    with pytest.raises(LakeError, match=r"no checkpoint_writes Parquet under .*nolake"):
-        measure_from_lake(tmp_path / "nolake", "j1")
-
-
-def test_lake_job_missing_names_the_job_and_lists_others(tmp_path: Path) -> None:
-    with pytest.raises(LakeError, match=r"job 'j9' has no checkpoint writes in .*include: j1, j2"):
-        measure_from_lake(_write_lake(tmp_path), "j9")

@@ -258,6 +258,77 @@ def test_counter_windows_baseline_is_the_median_over_the_jobs_checkpoints(lake: 
     assert got[2]["level_vs_baseline"] == pytest.approx(4.5)
 
 
+# -- int_window_samples: the one window-to-samples join of counter_windows and stall_signals --
+
+def seed_window_edges(lake: Path) -> None:
+    """Job j1 on n0 -> t0: steps 1-3 take 5 s, step 4 (a stall) [T0 + 1005, T0 + 1025].
+
+    Samples touch the stall's window at its edges: rx_prio3_pause (n0) at 1005 (first sample, at
+    the start), 1015, 1025, 1035 (its interval starts at the end); port_xmit_wait (n0) at 1000,
+    1005 (its interval ends at the start), 1030; gc_active (pool target t0) at 1025 (first
+    sample, at the end), 1040.
+    """
+    seed(lake, "checkpoint_writes", [write("j1", s, 0, 5.0, start=100.0 * s) for s in (1, 2, 3)]
+         + [write("j1", 4, 0, 20.0, start=1005.0)])
+    seed(lake, "fabric_counters", [
+        {"ts": at(t), "node": "n0", "device": "mlx5_0", "port": "1", "counter": c,
+         "value": v, "source": "ethtool"}
+        for c, points in (("rx_prio3_pause", [(1005, 0.0), (1015, 100.0), (1025, 300.0),
+                                              (1035, 400.0)]),
+                          ("port_xmit_wait", [(1000, 0.0), (1005, 50.0), (1030, 300.0)]))
+        for t, v in points])
+    seed(lake, "pool_metrics", [
+        {"ts": at(t), "pool": "p0", "target": "t0", "metric": "gc_active", "value": v}
+        for t, v in [(1025, 1.0), (1040, 0.0)]])
+
+
+def test_int_window_samples_pairs_every_interval_that_touches_the_window(lake: Path) -> None:
+    seed_window_edges(lake)
+    got = query(lake, """
+        with
+        windows as (
+            select job_id, step, start_ts as window_start_ts, end_ts as window_end_ts, host,
+            from checkpoint_latency
+            inner join int_checkpoint_hosts using (job_id, step)
+            where step = 4
+        ),
+        samples as (select * from int_signal_samples)
+        select signal, epoch(ts - $t0) as t, overlap_s
+        from int_window_samples('windows', 'samples')
+        order by signal, t
+    """, {"t0": at(0)})
+    # Touching: ts >= start (1005) and coalesce(prev_ts, ts) <= end (1025); overlap_s: the
+    # seconds of the interval inside the window (a first sample has none).
+    assert [(r["signal"], r["t"], r["overlap_s"]) for r in got] == [
+        ("gc_active", 1025.0, 0.0), ("gc_active", 1040.0, 0.0),
+        ("port_xmit_wait", 1005.0, 0.0), ("port_xmit_wait", 1030.0, 20.0),
+        ("rx_prio3_pause", 1005.0, 0.0), ("rx_prio3_pause", 1015.0, 10.0),
+        ("rx_prio3_pause", 1025.0, 10.0), ("rx_prio3_pause", 1035.0, 0.0)]
+
+
+def test_counter_windows_and_stall_signals_count_the_touching_intervals_by_their_rules(
+        lake: Path) -> None:
+    seed_window_edges(lake)
+    windows = {r["signal"]: r["n_samples"] for r in query(
+        lake, "select signal, n_samples from counter_windows where step = 4")}
+    # counter_windows: intervals that overlap the window (prev_ts < end, ts > start), and first
+    # samples inside [start, end]: not the interval ending at the start or starting at the end.
+    assert windows == {"rx_prio3_pause": 3, "port_xmit_wait": 1, "gc_active": 1}
+    stall = {r["signal"]: r["n_samples"] for r in query(
+        lake, "select step, signal, n_samples from stall_signals")
+        if r["step"] == 4}
+    # stall_signals: every touching interval begun before the end, whole (the one ending at the
+    # start too); a first sample only inside [start, end): gc_active's two are not counted.
+    assert stall == {"pause": 3, "xmit_wait": 2}
+
+
+def test_both_window_marts_read_the_one_window_to_samples_join() -> None:
+    for mart in ("counter_windows", "stall_signals"):
+        text = re.sub(r"--[^\n]*", "", (sql_dir() / "marts" / f"{mart}.sql").read_text())
+        assert "from int_window_samples(" in text, mart
+        assert "unnest(range(" not in text, f"{mart} joins windows to samples itself"
+
+
 # -- contracts ---------------------------------------------------------------------------------
 
 def load_contract(mart: str) -> dict[str, Any]:
@@ -358,6 +429,58 @@ def test_contract_holds_on_the_sample_build(sample_lake: Path, mart: str) -> Non
         con.close()
     if mart in ("checkpoint_latency", "job_latency", "tier_latency"):
         assert n > 0, f"{mart} is empty on the sample build"
+
+
+def test_stall_signals_agree_with_counter_windows_on_the_sample_build(sample_lake: Path) -> None:
+    # Both marts count the pairs of int_window_samples; stall_signals keeps whole intervals
+    # (and the one ending at the window's start), counter_windows the overlapping part. So each
+    # stall_signals row meets the counter_windows series it sums (traffic aside): as many series,
+    # at least as many samples, a gauge range that contains theirs; and the reverse holds.
+    con = connect(sample_lake)
+    try:
+        [row] = run_sql(con, """
+            with
+            signals as (
+                select * from stall_signals
+            ),
+            windows as (
+                select
+                    job_id,
+                    step,
+                    host,
+                    family,
+                    case
+                        when family in ('pause', 'xmit_wait', 'cnp') then family else signal
+                    end as signal,
+                    count(*) as n_series,
+                    sum(n_samples) as n_samples,
+                    min(value_min) as value_min,
+                    max(value_max) as value_max,
+                from counter_windows
+                semi join (select job_id, step from stalls where is_stall) using (job_id, step)
+                where family <> 'traffic'
+                group by all
+            )
+            select
+                count(*) as n_rows,
+                count(*) filter (where signals.job_id is null) as only_in_windows,
+                count(*) filter (where windows.job_id is null) as only_in_signals,
+                count(*) filter (where signals.n_series <> windows.n_series) as series_differ,
+                count(*) filter (where signals.n_samples < windows.n_samples) as fewer_samples,
+                count(*) filter (
+                    where signals.kind = 'gauge'
+                    and (signals.level_min > windows.value_min
+                         or signals.level_max < windows.value_max)
+                ) as range_outside,
+            from signals
+            full join windows using (job_id, step, host, family, signal)
+        """).to_dicts()
+    finally:
+        con.close()
+    assert row["n_rows"] > 0
+    assert {k: v for k, v in row.items() if k != "n_rows"} == {
+        "only_in_windows": 0, "only_in_signals": 0, "series_differ": 0, "fewer_samples": 0,
+        "range_outside": 0}
 
 
 def test_every_mart_has_a_contract() -> None:

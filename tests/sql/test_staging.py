@@ -341,7 +341,7 @@ def test_nightly_days_end_on_the_newest_checkpoint_day(lake: Path) -> None:
     from datetime import date
 
     from ckptwatch.errors import ConfigError
-    from ckptwatch.report.daily import nightly_days
+    from ckptwatch.report.facts import nightly_days
 
     seed(lake, "checkpoint_writes", [write(0, 10.0)], part="c")  # 2026-11-28
     _copy_to_day(lake, "checkpoint_writes", "c", "2026-11-20")

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from ckptwatch import __version__
@@ -40,6 +40,8 @@ ALERTMANAGER_PATH = "/api/v2/alerts"
 RETRY_BACKOFF_S = 0.5
 
 Alert = dict[str, Any]
+#: An alert's ``status``: ``resolved`` once the condition has cleared.
+AlertStatus = Literal["firing", "resolved"]
 
 
 class Sink(Protocol):

@@ -2,7 +2,7 @@
 run as-is in the ``duckdb`` CLI); :class:`DetectionSettings` reads those defaults, takes
 overrides (CLI flags, tests) and hands every value to the SQL as a session variable.
 
-DESIGN "Definitions": a stall is a checkpoint whose barrier time is ``stall_factor`` x the job's
+docs/concepts.md: a stall is a checkpoint whose barrier time is ``stall_factor`` x the job's
 rolling median and ``stall_min_excess_s`` over it; a slow rank of a stall is ``slow_rank_factor``
 x the job's normal rank duration and ``slow_rank_min_excess_s`` over it; a straggler is a rank
 ``straggler_factor`` x its checkpoint's p50 and ``straggler_min_excess_s`` over it.

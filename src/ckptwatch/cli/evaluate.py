@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ckptwatch.errors import CkptwatchError
+from ckptwatch.errors import ModelError, UsageError
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -23,10 +23,10 @@ def parse_seeds(text: str) -> list[int]:
             elif part:
                 seeds.append(int(part))
     except ValueError:
-        raise CkptwatchError(f"--seeds {text!r}: use a range like 2000-2019 or a list like "
-                             "5,7,9") from None
+        raise UsageError(f"--seeds {text!r}: use a range like 2000-2019 or a list like "
+                         "5,7,9") from None
     if not seeds:
-        raise CkptwatchError("--seeds names no seed")
+        raise UsageError("--seeds names no seed")
     return seeds
 
 
@@ -97,12 +97,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     model = None if args.rules_only else load_default_model(args.model)
     if args.model is not None and model is None and not args.rules_only:
-        raise CkptwatchError(f"model {args.model} not found")
+        raise ModelError(f"model {args.model} not found")
     if model is not None:
         overlap = sorted(set(seeds) & set(model.meta.get("training_seeds", [])))
         if overlap:
-            raise CkptwatchError(f"seeds {overlap[:5]} were used to train the model; "
-                                 "evaluate on unseen seeds")
+            raise ModelError(f"seeds {overlap[:5]} were used to train the model; "
+                             "evaluate on unseen seeds")
     report = evaluate(seeds, model, progress=_progress(args), nodes=args.nodes,
                       hours=args.hours)
     if args.format == "json":

@@ -76,9 +76,9 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the flow and print the summary and the report's path."""
+    from ckptwatch.errors import AlertsUndeliveredError
     from ckptwatch.flows.ingest import dask_runner
     from ckptwatch.flows.nightly import nightly_flow
-    from ckptwatch.report.daily import AlertsUndeliveredError
     from ckptwatch.settings import load_settings
 
     load_settings(args.config)  # a bad config fails here, before Prefect starts

@@ -1,9 +1,11 @@
 """`ckptwatch plan`: local vs pool vs tiered checkpointing, optimal interval, and the flip point.
 
 Input precedence (later wins): model defaults, ``--config`` file, ``--from-lake`` measurement,
-explicit flags. The model lives in :mod:`ckptwatch.planning.model`; this module parses, merges and
-prints. numpy, scipy, duckdb and matplotlib are imported only when a plan is computed, so that
-``ckptwatch --help`` stays fast.
+explicit flags. The model lives in :mod:`ckptwatch.planning.model`, sweeps and the plan in
+:mod:`ckptwatch.planning.sweep`, the lake measurement in :mod:`ckptwatch.planning.measure`,
+config files and ``--sweep`` specifications in :mod:`ckptwatch.planning.inputs`; this module
+declares the flags, merges the inputs and prints. numpy, scipy, duckdb and matplotlib are
+imported only when a plan is computed, so that ``ckptwatch --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -11,22 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tomllib
 from pathlib import Path
-from typing import Any
 
-from ckptwatch.planning.model import (
-    PARAMETERS,
-    LakeMeasurement,
-    Plan,
-    PlanInputError,
-    PlanInputs,
-    calibrate,
-    inputs_from_mapping,
-    make_plan,
-    measure_from_lake,
-    parameter,
-)
+from ckptwatch.errors import PlanInputError
+from ckptwatch.planning.inputs import inputs_from_mapping, load_config, parse_sweep
+from ckptwatch.planning.measure import LakeMeasurement, calibrate, measure_from_lake
+from ckptwatch.planning.model import PARAMETERS, PlanInputs
+from ckptwatch.planning.sweep import Plan, make_plan
 
 _DESCRIPTION = """\
 Compare checkpoint strategies by expected lost work, not dollars per terabyte: node-local NVMe
@@ -71,7 +64,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lake = p.add_argument_group("measured inputs")
     lake.add_argument("--from-lake", type=Path, metavar="LAKE",
                       help="take ranks, GPUs per node, bytes per rank, the p50 barrier time "
-                      "and the tail factor (p99/p50) of --job from LAKE/checkpoint_writes")
+                      "and the tail factor (p99/p50) of --job from LAKE's checkpoint writes "
+                      "(the plan_measurements view)")
     lake.add_argument("--job", metavar="J", help="job_id to read with --from-lake")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="output format (default: %(default)s)")
@@ -82,56 +76,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="with --sweep: write overhead vs the parameter per strategy "
                    "(.png or .svg)")
     p.set_defaults(func=run)
-
-
-def load_config(path: Path) -> dict[str, Any]:
-    """The mapping of inputs in a YAML or TOML file (``.toml`` by suffix, else YAML).
-
-    A top-level ``inputs:`` mapping is used if present, so ``plan --format json`` output can be
-    fed back.
-    """
-    if not path.is_file():
-        raise PlanInputError(f"config file {path} not found; check --config")
-    import yaml
-
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix.lower() == ".toml":
-            data: Any = tomllib.loads(text)
-        else:
-            data = yaml.safe_load(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PlanInputError(f"{path}: not valid TOML: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise PlanInputError(f"{path}: not valid YAML: {exc}") from exc
-    if data is None:
-        return {}
-    if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
-        data = data["inputs"]
-    if not isinstance(data, dict):
-        raise PlanInputError(f"{path}: expected a mapping of inputs, got {type(data).__name__}")
-    return data
-
-
-def parse_sweep(spec: str) -> tuple[str, float, float, int]:
-    """``PARAM=LO:HI[:N]`` -> (parameter name, lo, hi, n) with lo/hi in SI units."""
-    name, sep, rng = spec.partition("=")
-    parts = rng.split(":")
-    if not sep or len(parts) not in (2, 3):
-        raise PlanInputError(f"--sweep {spec!r}: expected PARAM=LO:HI or PARAM=LO:HI:N, "
-                             "e.g. pool_bandwidth=40:4000")
-    p = parameter(name.strip())
-    try:
-        lo, hi = float(parts[0]), float(parts[1])
-        n = int(parts[2]) if len(parts) == 3 else 41
-    except ValueError as exc:
-        raise PlanInputError(f"--sweep {spec!r}: LO and HI must be numbers and N a whole "
-                             "number") from exc
-    if not lo < hi:
-        raise PlanInputError(f"--sweep {spec!r}: LO must be below HI")
-    if not 2 <= n <= 1001:
-        raise PlanInputError(f"--sweep {spec!r}: N must be in 2..1001")
-    return p.name, lo * p.scale, hi * p.scale, n
 
 
 def build_inputs(args: argparse.Namespace) -> tuple[PlanInputs, LakeMeasurement | None]:

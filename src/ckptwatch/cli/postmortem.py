@@ -40,15 +40,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute the notebook and write the HTML."""
-    from ckptwatch.errors import CkptwatchError
+    from ckptwatch.errors import MissingExtraError
 
     try:
         import nbclient  # noqa: F401
         import nbconvert  # noqa: F401
     except ImportError as exc:
-        raise CkptwatchError(f"{exc.name} is not installed: install the notebooks extra "
-                             "(pip install 'ckptwatch[notebooks]')") from None
-    from ckptwatch.report.postmortem import execute_notebook, open_stall
+        raise MissingExtraError(f"{exc.name} is not installed: install the notebooks extra "
+                                "(pip install 'ckptwatch[notebooks]')") from None
+    from ckptwatch.report.notebook import execute_notebook
+    from ckptwatch.report.postmortem import open_stall
 
     step = args.step
     if step is None:  # resolve the worst stall once, to name the output after it
@@ -60,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     out = args.out or Path(f"postmortem-{args.job}-{step}.html")
     result = execute_notebook(args.lake, args.job, step, out, notebook=args.notebook,
-                           with_code=args.with_code, executed_path=args.save_notebook,
-                           timeout_s=args.timeout)
+                              with_code=args.with_code, executed_path=args.save_notebook,
+                              timeout_s=args.timeout)
     print(f"post-mortem of {args.job} step {step}: {result.html} ({result.n_images} figures, "
           f"{result.elapsed_s:.1f} s)")
     if args.save_notebook:

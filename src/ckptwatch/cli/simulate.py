@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.simulate.scenario import DEFAULT_START, SimulationConfig, simulate
+from ckptwatch.simulate.config import DEFAULT_START, SimulationConfig
+from ckptwatch.simulate.scenario import simulate
 
 _DEFAULTS = SimulationConfig()
 #: Clusters at least this large report progress on stderr.

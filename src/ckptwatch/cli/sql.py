@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the query and print the result."""
     from ckptwatch.cli._render import render_table
-    from ckptwatch.errors import CkptwatchError
+    from ckptwatch.errors import UsageError
     from ckptwatch.lake.query import connect, run_sql, view_files
 
     if args.list:
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{f.stem:<28} {f.parent.name}")
         return 0
     if not args.query:
-        raise CkptwatchError("no query given (pass SQL text, or - for stdin)")
+        raise UsageError("no query given (pass SQL text, or - for stdin)")
     sql = sys.stdin.read() if args.query == "-" else args.query
     con = connect(args.lake)
     df = run_sql(con, sql)

@@ -99,15 +99,15 @@ def run_stalls(args: argparse.Namespace) -> int:
 def run_explain(args: argparse.Namespace) -> int:
     """Print one stall's evidence."""
     from ckptwatch.analysis.stalls import FEATURE_DOCS
-    from ckptwatch.errors import CkptwatchError
+    from ckptwatch.errors import StallNotFoundError
 
     findings = _findings(args, args.job)
     with_model = findings.with_model
     found = next((r for r in findings.stalls if r.step == args.step), None)
     if found is None:
         steps = ", ".join(str(r.step) for r in findings.stalls[:20]) or "none"
-        raise CkptwatchError(f"job {args.job} step {args.step} is not a stall (stalls of this "
-                             f"job: {steps})")
+        raise StallNotFoundError(f"job {args.job} step {args.step} is not a stall (stalls of "
+                                 f"this job: {steps})")
     rec = found.to_dict()
     if args.format == "json":
         print(json.dumps(rec, indent=2, default=str))

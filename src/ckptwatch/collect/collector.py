@@ -12,7 +12,7 @@ One collection round runs, for this node:
 * the InfiniBand/RoCE port counters under ``<sysfs>/class/infiniband/<hca>/ports/<n>/
   {counters,counters_ext,hw_counters}/*`` (``sysfs-ib``), one JSON object per HCA.
 
-Each output becomes one JSON Lines envelope (DESIGN.md "Input contract": ``node``, ``device``,
+Each output becomes one JSON Lines envelope (README "Input": ``node``, ``device``,
 ``port``, ``collected_at``, ``source``, ``output``) appended to ``OUT/smart/<node>-<date>.jsonl``
 or ``OUT/fabric/<node>-<date>.jsonl`` (UTC date: files of past days are complete). A missing
 tool, a permission problem, a failure or a timeout is reported once per tool per process on the

@@ -1,8 +1,8 @@
 """Training-side recorder: per-rank checkpoint timings as the input contract's JSON Lines.
 
 Runs inside training processes, so it uses the standard library only (no polars, no pyarrow,
-no torch). One record per rank per checkpoint, with exactly the fields of DESIGN.md "Input
-contract" item 1::
+no torch). One record per rank per checkpoint, with exactly the fields of the README's "Input"
+section (checkpoint records)::
 
     from ckptwatch.collect.recorder import CheckpointRecorder
 
@@ -59,7 +59,7 @@ PHASES: dict[str, str] = {"open": "open_s", "write": "write_s", "fsync": "fsync_
                           "close": "close_s"}
 TIERS = ("local", "pool")
 STATUSES = ("ok", "error", "timeout")
-#: The record's keys, in the order they are written (DESIGN.md "Input contract" item 1).
+#: The record's keys, in the order they are written (README "Input": checkpoint records).
 FIELDS = ("job_id", "step", "rank", "node", "tier", "start_time", "end_time", "bytes", "target",
           "open_s", "write_s", "fsync_s", "close_s", "status")
 

@@ -1,9 +1,9 @@
 """Prefect flow: raw telemetry directory -> Parquet lake (discover -> parse -> write).
 
-Tasks are thin wrappers over ``ckptwatch.ingest.run``; only I/O tasks retry. Run once:
-``ckptwatch ingest RAW --lake LAKE --flow`` or ``python pipelines/ingest.py RAW LAKE``
-(``--dask [ADDRESS]``: spread the files over a Dask cluster). Scheduled runs come from
-``prefect.yaml``.
+Tasks are thin wrappers over ``ckptwatch.ingest`` (``discover``, ``read``, ``write``); only I/O
+tasks retry. Run once: ``ckptwatch ingest RAW --lake LAKE --flow`` or ``python
+pipelines/ingest.py RAW LAKE`` (``--dask [ADDRESS]``: spread the files over a Dask cluster).
+Scheduled runs come from ``prefect.yaml``.
 
 Scale-out: with a Dask task runner (``ingest_flow.with_options(task_runner=dask_runner())``)
 each file's parse and write is one task on a Dask worker; the flow process keeps the lake lock
@@ -28,18 +28,11 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 from prefect.futures import wait
 
-from ckptwatch.errors import CkptwatchError, LakeError
+from ckptwatch.errors import LakeError, MissingExtraError
 from ckptwatch.ingest.discover import RawFile, discover
-from ckptwatch.ingest.run import (
-    FileResult,
-    IngestReport,
-    ParsedFile,
-    content_key,
-    parse_file,
-    prepare_lake,
-    run_stopped,
-    write_file,
-)
+from ckptwatch.ingest.read import ParsedFile, content_key, parse_file
+from ckptwatch.ingest.run import IngestReport, run_stopped
+from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
 from ckptwatch.lake.store import Lake
 from ckptwatch.sources.base import safe_text
 
@@ -81,9 +74,9 @@ def dask_runner(address: str | None = None, n_workers: int = 2) -> Any:
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError as exc:
-        raise CkptwatchError("a Dask task runner needs prefect-dask, which is not installed: "
-                             "run pip install -e '.[dask]' in the ckptwatch checkout (make "
-                             "install does), or run without --dask") from exc
+        raise MissingExtraError("a Dask task runner needs prefect-dask, which is not "
+                                "installed: run pip install -e '.[dask]' in the ckptwatch "
+                                "checkout (make install does), or run without --dask") from exc
 
     if address and address != "local":
         return DaskTaskRunner(address=address)

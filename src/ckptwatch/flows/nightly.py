@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -26,22 +29,27 @@ from prefect.cache_policies import NO_CACHE
 
 from ckptwatch.alerts.evaluate import AlertRun, run_alerts
 from ckptwatch.analysis.findings import StallFindings, find_stalls
-from ckptwatch.errors import CkptwatchError
+from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError
 from ckptwatch.flows.ingest import dask_runner, ingest_flow, pop_dask_flag
 from ckptwatch.ingest.run import IngestReport
 from ckptwatch.lake.query import connect, view_files
-from ckptwatch.report.daily import (
-    AlertsUndeliveredError,
-    ReportFiles,
-    daily_report,
-    nightly_days,
-    nightly_settings,
-)
+from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
+from ckptwatch.report.facts import nightly_days
 from ckptwatch.settings import UNCAPPED, Settings, duckdb_memory_limit, load_settings, redact
 
 #: DuckDB's memory cap in the nightly run unless told otherwise (the peak RSS target is 4 GiB).
 NIGHTLY_DUCKDB_MEMORY = "3GB"
 
+
+
+@contextmanager
+def _timed(steps: dict[str, float], name: str) -> Iterator[None]:
+    """Record the block's wall time as ``steps[name]`` (seconds, 0.1 s resolution)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        steps[name] = round(time.perf_counter() - t0, 1)
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="build views", cache_policy=NO_CACHE)
@@ -113,24 +121,30 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     # to this flow would only start an idle cluster. A string is also what a deployment
     # (``prefect.yaml`` parameters, the UI) can set, and the flow run records it.
     run_ingest = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
-    ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
+    steps: dict[str, float] = {}  # seconds per step, in the result and the log
+    with _timed(steps, "ingest"):
+        ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
     # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
     limit = duckdb_memory_limit(duckdb_memory) or (
         UNCAPPED if (duckdb_memory or os.environ.get("CKPTWATCH_DUCKDB_MEMORY"))
         else NIGHTLY_DUCKDB_MEMORY)
-    n_views = build_views(lake_root, limit)
+    with _timed(steps, "views"):
+        n_views = build_views(lake_root, limit)
     days = nightly_days(lake_root, report_date, lookback_days)
     logger.info("nightly: reading %s to %s", days[0], days[1])
-    findings = detect_stalls(lake_root, days, limit)
+    with _timed(steps, "stalls"):
+        findings = detect_stalls(lake_root, days, limit)
     alert_run: AlertRun | None = None
     alerts_error: str | None = None
-    try:
-        alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s, days, findings,
-                                    limit)
-    except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail the run below
-        alerts_error = redact(str(exc), settings.secrets())
-    files = write_daily_report(lake_root, days[1], findings, settings, alert_run,
-                               alerts_error, ingest, days, limit)
+    with _timed(steps, "alerts"):
+        try:
+            alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s, days, findings,
+                                        limit)
+        except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail the run below
+            alerts_error = redact(str(exc), settings.secrets())
+    with _timed(steps, "report"):
+        files = write_daily_report(lake_root, days[1], findings, settings, alert_run,
+                                   alerts_error, ingest, days, limit)
     causes = findings.by_cause()
     result: dict[str, Any] = {
         "ingested": ingest.count("ingested"), "skipped": ingest.count("skipped"),
@@ -141,10 +155,13 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "alerts_file": str(settings.sinks.jsonl) if settings.sinks.jsonl else None,
         "report": str(files.html), "report_json": str(files.json),
         "latest": str(files.latest_html),
+        "steps_s": steps,
     }
     logger.info("nightly: %d files ingested, %d stalls, %d alerts %s; report %s",
                 result["ingested"], result["stalls"], result["alerts"],
                 "sent" if result["alerts_sent"] else "due (not sent)", files.html)
+    logger.info("nightly: seconds per step: %s",
+                ", ".join(f"{name} {s:.1f}" for name, s in steps.items()))
     failures = [redact(f"{f.sink}: {f}", settings.secrets()) for f in alert_run.failures] \
         if alert_run else []
     if alerts_error or failures:

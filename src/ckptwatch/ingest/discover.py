@@ -1,10 +1,11 @@
 """Find the raw files under a raw directory and recognise each by its place and its content.
 
-Places (DESIGN "Input contract"): ``checkpoints/``, ``jobs/``, ``smart/``, ``fabric/``, ``pool/``
-and ``topology.csv``. Content decides where the place is silent or wrong: a CSV/JSONL/Parquet's
-columns name its table, an envelope has ``output``, a tool's raw output is recognised by the
-registered detectors. ``.gz`` files are read decompressed. Nothing is skipped silently: a file
-that nothing recognises becomes a quarantined record saying so.
+Places (README, "Input: drop files in a raw directory"): ``checkpoints/``, ``jobs/``,
+``smart/``, ``fabric/``, ``pool/`` and ``topology.csv``. Content decides where the place is
+silent or wrong: a CSV/JSONL/Parquet's columns name its table, an envelope has ``output``, a
+tool's raw output is recognised by the registered detectors. ``.gz`` files are read
+decompressed. Nothing is skipped silently: a file that nothing recognises becomes a quarantined
+record saying so.
 
 What is not read (kind ``refused``, each a quarantined record with the reason): a symbolic link
 that leads outside the raw directory (a link to ``/etc/shadow`` must not copy it into the
@@ -23,11 +24,11 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow.parquet as pq
 
-from ckptwatch.errors import RawDirError
+from ckptwatch.errors import CorruptInputError, RawDirError
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import INPUT_ERRORS, detect_tool
 
@@ -44,13 +45,10 @@ TABULAR_SUFFIXES = {".csv", ".jsonl", ".ndjson", ".json", ".parquet"}
 HEAD_BYTES = 1 << 16
 #: A ``.gz`` raw file may decompress to at most this many bytes (a decompression bomb is refused).
 MAX_GZIP_BYTES = 4 << 30
-
-
-class CorruptInputError(OSError):
-    """A raw file whose bytes cannot be decoded (a corrupt or oversized ``.gz``): unlike an
-    I/O error this is permanent, so the file is quarantined rather than retried."""
-
-
+#: What a raw file is recognised as (``RawFile.kind``); ``ingest.read.READERS`` reads each.
+FileKind = Literal["tabular", "envelope", "tool", "sysfs_tree", "dlio", "unknown", "refused",
+                   "ignored"]
+#: ``CorruptInputError`` is an ``OSError``: a corrupt ``.gz`` is caught here with the rest.
 READ_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, zlib.error)
 #: Files that live beside telemetry but are not telemetry; listed in the summary as ignored.
 IGNORED_NAMES = {"readme.md", "readme", "readme.txt", "labels.json", "provenance.md",
@@ -70,7 +68,7 @@ class RawFile:
 
     path: Path
     rel: str
-    kind: str
+    kind: FileKind
     table: str | None = None
     node: str | None = None
     reason: str | None = None

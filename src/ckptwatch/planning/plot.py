@@ -13,7 +13,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.planning.model import HOURS_PER_YEAR, PARAMETERS, STRATEGIES, Plan, PlanInputError
+from ckptwatch.errors import PlanInputError
+from ckptwatch.planning.model import HOURS_PER_YEAR, PARAMETERS, STRATEGIES
+from ckptwatch.planning.sweep import Plan
 
 #: One colour per strategy, stable across plots (colour-blind safe, Okabe-Ito).
 COLOURS: dict[str, str] = {

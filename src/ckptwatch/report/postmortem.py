@@ -1,10 +1,10 @@
-"""Post-mortem of one stall: the data the notebook plots, and running the notebook.
+"""Post-mortem of one stall: the data the notebook plots.
 
-``notebooks/stall_postmortem.ipynb`` only calls these functions and the figures of
-:mod:`ckptwatch.report.plots`; everything it shows is computed here from the SQL marts
-(``stall_ranks``, ``stalls``, ``stg_checkpoint_writes``, ``int_signal_samples``) and from the
-attribution (:func:`ckptwatch.analysis.findings.find_stalls`), so it is testable without a
-kernel::
+``notebooks/stall_postmortem.ipynb`` only calls these functions, the figures of
+:mod:`ckptwatch.report.plots` and :func:`ckptwatch.report.display.show`; everything it shows is
+computed here from the SQL marts (``checkpoint_ranks``, ``stall_ranks``, ``stalls``,
+``postmortem_signals``, ``stg_checkpoint_writes``) and from the attribution
+(:func:`ckptwatch.analysis.findings.attribute_stalls`), so it is testable without a kernel::
 
     case = open_stall("data/lake", "job-98372")           # the job's worst stall
     timeline = rank_timeline(case)                        # one row per rank and phase
@@ -12,18 +12,14 @@ kernel::
     signals = signal_window(case)                         # pause, PortXmitWait, gc, … around it
     evidence_table(case)                                  # the attribution's evidence
 
-:func:`execute_notebook` runs the notebook for one stall with nbclient (papermill-style: the
-values are injected in a cell after the one tagged ``parameters``) and exports HTML with
-nbconvert; ``ckptwatch postmortem`` is its command line.
+:func:`ckptwatch.report.notebook.execute_notebook` runs the notebook for one stall;
+``ckptwatch postmortem`` is its command line.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
-import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -33,14 +29,11 @@ import duckdb
 import polars as pl
 
 from ckptwatch.analysis.findings import StallRecord
-from ckptwatch.errors import CkptwatchError
+from ckptwatch.errors import StallNotFoundError
 from ckptwatch.lake.query import connect, run_sql
-from ckptwatch.settings import notebook_path
 
 #: The phases of a rank's checkpoint write, in the order they happen.
 PHASES = ("open", "write", "fsync", "close")
-#: Default notebook (``ckptwatch postmortem --notebook`` overrides).
-NOTEBOOK = notebook_path()
 #: Signals shown around the window: (panel, title, unit). Fabric counters are rates summed over
 #: a host's NICs, ports and counters (as in ``stall_signals``); the rest are gauges.
 SIGNAL_PANELS: tuple[tuple[str, str, str], ...] = (
@@ -107,7 +100,7 @@ def open_stall(lake: Path | str, job: str, step: int | None = None, *,
                con: duckdb.DuckDBPyConnection | None = None) -> StallCase:
     """Connect to the lake and find the stall ``job``/``step`` (``step`` None: the worst one).
 
-    Raises :class:`CkptwatchError` naming the job's stalls when ``step`` is not one of them.
+    Raises :class:`StallNotFoundError` naming the job's stalls when ``step`` is not one of them.
     """
     from ckptwatch.analysis.attribution import load_default_model
     from ckptwatch.analysis.findings import attribute_stalls
@@ -121,17 +114,17 @@ def open_stall(lake: Path | str, job: str, step: int | None = None, *,
         if not known:
             jobs = run_sql(con, "select distinct job_id from checkpoint_latency order by 1 "
                            "limit 10")["job_id"].to_list()
-            raise CkptwatchError(f"job {job!r} has no checkpoints in {lake} (jobs there: "
-                                 f"{', '.join(jobs) or 'none'})")
-        raise CkptwatchError(f"job {job!r} has no stall in {lake}: nothing to post-mortem "
-                             "(`ckptwatch stalls` lists every stall)")
+            raise StallNotFoundError(f"job {job!r} has no checkpoints in {lake} (jobs there: "
+                                     f"{', '.join(jobs) or 'none'})")
+        raise StallNotFoundError(f"job {job!r} has no stall in {lake}: nothing to post-mortem "
+                                 "(`ckptwatch stalls` lists every stall)")
     if step is None:
         return StallCase(con, Path(lake), worst_stall(reports), model is not None)
     rec = next((r for r in reports if r.step == int(step)), None)
     if rec is None:
         steps = ", ".join(str(r.step) for r in reports[:20])
-        raise CkptwatchError(f"job {job} step {step} is not a stall (stalls of this job: "
-                             f"{steps}); omit --step for the worst one")
+        raise StallNotFoundError(f"job {job} step {step} is not a stall (stalls of this job: "
+                                 f"{steps}); omit --step for the worst one")
     return StallCase(con, Path(lake), rec, model is not None)
 
 
@@ -155,42 +148,11 @@ def headline(case: StallCase) -> str:
 
 # -- ranks ------------------------------------------------------------------------------------
 
+#: The stalled checkpoint's ranks, in rank order.
 _RANKS_SQL = """
-with
-writes as (
-    select * from stg_checkpoint_writes where job_id = $job and step = $step
-),
-
-ranks as (
-    select rank, is_slow, normal_rank_s from stall_ranks where job_id = $job and step = $step
-),
-
-node_leaves as (
-    select * from int_node_leaves
-),
-
-final as (
-    select
-        writes.rank,
-        writes.node,
-        node_leaves.leaf_switch,
-        writes.target,
-        writes.status,
-        writes.start_ts,
-        writes.end_ts,
-        writes.duration_s,
-        writes.open_s,
-        writes.write_s,
-        writes.fsync_s,
-        writes.close_s,
-        coalesce(ranks.is_slow, false) as is_slow,
-        ranks.normal_rank_s,
-    from writes
-    left join ranks using (rank)
-    left join node_leaves using (node)
-)
-
-select * from final order by rank
+select * exclude (job_id, step, tier) from checkpoint_ranks
+where job_id = $job and step = $step
+order by rank
 """
 
 
@@ -205,7 +167,7 @@ def rank_timeline(case: StallCase, max_ranks: int = MAX_TIMELINE_RANKS) -> pl.Da
     """
     ranks = run_sql(case.con, _RANKS_SQL, {"job": case.job, "step": case.step})
     if ranks.height == 0:
-        raise CkptwatchError(f"no rank records for {case.title}")
+        raise StallNotFoundError(f"no rank records for {case.title}")
     n_all = ranks.height
     if n_all > max_ranks:
         ranks = (ranks.sort(["is_slow", "duration_s"], descending=[True, True])
@@ -303,40 +265,11 @@ def duration_summary(d: RankDurations) -> pl.DataFrame:
 
 # -- signals ----------------------------------------------------------------------------------
 
+#: The post-mortem's signal panels in [t0, t1], per host.
 _SIGNALS_SQL = """
-with
-samples as (
-    select * from int_signal_samples
-    where ts >= $t0 and ts <= $t1
-),
-
-panels as (
-    select
-        case
-            when family in ('pause', 'xmit_wait') then family
-            when signal = 'gc_active' then 'gc_active'
-            when family = 'free_blocks' then 'free_blocks'
-            when signal = 'metadata_latency_ms' then 'metadata_latency'
-        end as panel,
-        host,
-        ts,
-        kind,
-        case when kind = 'counter' then rate_per_s else value end as v,
-    from samples
-),
-
-final as (
-    select
-        panel,
-        host,
-        ts,
-        case when any_value(kind) = 'counter' then sum(v) else avg(v) end as value,
-    from panels
-    where panel is not null and v is not null
-    group by panel, host, ts
-)
-
-select * from final order by panel, host, ts
+select panel, host, ts, value from postmortem_signals
+where ts >= $t0 and ts <= $t1
+order by panel, host, ts
 """
 
 
@@ -433,213 +366,3 @@ def next_steps(case: StallCase) -> str:
         f"'{case.job}' and step = {case.step} order by level_vs_baseline desc\"`",
         f"- the job's headroom to its timeout: `ckptwatch alerts --lake {lake}`",
     ])
-
-
-# -- display ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Table:
-    """A frame shown in a notebook as a plain HTML table: no dtypes or shape line, strings
-    unquoted and whole, floats rounded, at most ``max_rows`` rows."""
-
-    frame: pl.DataFrame
-    digits: int = 2
-    max_rows: int = 200
-
-    def _cell(self, value: Any) -> str:
-        import html
-
-        if value is None:
-            return "–"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, float):
-            return f"{value:,.{self.digits}f}"
-        return html.escape(str(value))
-
-    def _repr_html_(self) -> str:
-        import html
-
-        cols = self.frame.columns
-        numeric = {c for c, t in self.frame.schema.items() if t.is_numeric()}
-        head = "".join(f'<th style="text-align:{"right" if c in numeric else "left"}">'
-                       f"{html.escape(c)}</th>" for c in cols)
-        rows = []
-        for row in self.frame.head(self.max_rows).iter_rows():
-            cells = "".join(f'<td style="text-align:{"right" if c in numeric else "left"}">'
-                            f"{self._cell(v)}</td>" for c, v in zip(cols, row, strict=True))
-            rows.append(f"<tr>{cells}</tr>")
-        more = (f"<p>… {self.frame.height - self.max_rows} more rows</p>"
-                if self.frame.height > self.max_rows else "")
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
-
-    def __repr__(self) -> str:
-        return repr(self.frame)
-
-
-def show(frame: pl.DataFrame, digits: int = 2) -> Table:
-    """Display ``frame`` as a plain table (the notebook's tables)."""
-    return Table(frame, digits)
-
-
-# -- running the notebook ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NotebookRun:
-    """One executed post-mortem notebook."""
-
-    html: Path
-    notebook: Any
-    n_images: int
-    elapsed_s: float
-
-
-def inject_parameters(nb: Any, values: dict[str, Any]) -> Any:
-    """A copy of ``nb`` with a cell tagged ``injected-parameters`` assigning ``values``,
-    placed after the cell tagged ``parameters`` (papermill's convention), replacing an
-    injected cell already there. Values are written with ``repr``."""
-    import nbformat
-
-    out = copy.deepcopy(nb)
-    cells = [c for c in out.cells
-             if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
-    source = "# Parameters injected by ckptwatch postmortem\n" + "".join(
-        f"{k} = {v!r}\n" for k, v in values.items())
-    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
-    at = next((i + 1 for i, c in enumerate(cells)
-               if "parameters" in c.get("metadata", {}).get("tags", [])), 0)
-    cells.insert(at, cell)
-    out.cells = cells
-    return out
-
-
-#: nbconvert's JupyterLab template without the scripts it loads from a CDN (require.js,
-#: MathJax, mermaid): the post-mortem has no widgets or formulas and must open offline. Figures
-#: get their cell's title (its first comment line) as alternative text.
-_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
-{%- block html_head_js -%}{%- endblock html_head_js -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{% block data_png scoped %}
-<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
-<img alt="{{ cell.source.split('\\n')[0].lstrip('# ') | escape_html }}"
- src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}">
-</div>
-{%- endblock data_png %}
-"""
-
-
-def _cell_title(cell: Any) -> str:
-    for line in str(cell.source).splitlines():
-        text = line.strip().lstrip("#").strip()
-        if text and not text.startswith("%"):
-            return text[:60]
-    return "(empty cell)"
-
-
-def _this_python_kernel() -> Any:
-    """A kernel manager for this interpreter (the one ckptwatch is installed in), whatever
-    kernelspecs the machine has."""
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-
-    class _ThisPython(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-            return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f",
-                                    "{connection_file}"],
-                              display_name="Python (ckptwatch)", language="python")
-
-    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_ThisPython(),
-                              transport="ipc")
-
-
-def _write_notebook(nb: Any, path: Path) -> None:
-    import nbformat
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, path)
-    except OSError as exc:
-        raise CkptwatchError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def count_images(nb: Any) -> int:
-    """PNG outputs in an executed notebook."""
-    return sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-               if "image/png" in o.get("data", {}))
-
-
-def execute_notebook(lake: Path | str, job: str, step: int | None, out_html: Path, *,
-                     notebook: Path | None = None, with_code: bool = False,
-                     executed_path: Path | None = None, timeout_s: float = 600.0,
-                     progress: Callable[[str], None] | None = None) -> NotebookRun:
-    """Run the post-mortem notebook for one stall and write it as self-contained HTML.
-
-    The stall is checked first (a wrong step fails fast with the job's stalls). ``progress``
-    gets one line per code cell (default: stderr). ``executed_path`` also keeps the executed
-    ``.ipynb``. Raises :class:`CkptwatchError` when a cell fails, naming it.
-    """
-    import nbformat
-    from jinja2 import DictLoader
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-    from nbconvert import HTMLExporter
-
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    lake = Path(lake).resolve()
-    case = open_stall(lake, job, step)  # fail fast, and resolve the worst stall
-    step = case.step
-    case.con.close()
-    path = notebook or NOTEBOOK
-    if not path.is_file():
-        raise CkptwatchError(f"notebook {path} not found (run from a ckptwatch checkout, or "
-                             "pass --notebook)")
-    nb = inject_parameters(nbformat.read(path, as_version=4),
-                           {"lake": str(lake), "job": job, "step": step})
-    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    started: dict[int, float] = {}
-    current: list[int] = []
-
-    def on_start(cell: Any, cell_index: int) -> None:
-        started[cell_index] = time.monotonic()
-        current[:] = [cell_index]
-
-    def on_done(cell: Any, cell_index: int, **_: Any) -> None:
-        n = code.index(cell_index) + 1 if cell_index in code else 0
-        dt = time.monotonic() - started.get(cell_index, time.monotonic())
-        say(f"  [{n}/{len(code)}] {_cell_title(cell)}  ({dt:.1f} s)")
-
-    t0 = time.monotonic()
-    say(f"postmortem {job} step {step}: starting a kernel and running {len(code)} cells of "
-        f"{path.name}…")
-    client = NotebookClient(nb, km=_this_python_kernel(), timeout=int(timeout_s),
-                            resources={"metadata": {"path": str(Path.cwd())}},
-                            on_cell_start=on_start, on_cell_executed=on_done)
-    try:
-        client.execute(cleanup_kc=True)  # shut the kernel down now (we made its manager)
-    except CellExecutionError as exc:
-        where = ""
-        if current and current[0] in code:
-            where = (f" in cell {code.index(current[0]) + 1}/{len(code)} "
-                     f"({_cell_title(nb.cells[current[0]])})")
-        if executed_path is not None:
-            _write_notebook(nb, executed_path)
-        see = (f"the traceback is in {executed_path}" if executed_path is not None
-               else "--save-notebook FILE.ipynb keeps the traceback")
-        raise CkptwatchError(f"the notebook failed{where} for {job} step {step}: "
-                             f"{exc.ename}: {exc.evalue} ({see})") from None
-    if executed_path is not None:
-        _write_notebook(nb, executed_path)
-    exporter = HTMLExporter(extra_loaders=[DictLoader({"ckptwatch.html.j2": _TEMPLATE})],
-                            template_file="ckptwatch.html.j2", exclude_input=not with_code,
-                            exclude_input_prompt=True, exclude_output_prompt=True)
-    html, _ = exporter.from_notebook_node(
-        nb, resources={"metadata": {"name": f"Stall post-mortem: {job} step {step}"}})
-    try:
-        out_html.parent.mkdir(parents=True, exist_ok=True)
-        out_html.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise CkptwatchError(f"cannot write {out_html}: {exc.strerror or exc}") from None
-    return NotebookRun(out_html, nb, count_images(nb), time.monotonic() - t0)

@@ -84,9 +84,9 @@ def train_model(seeds: list[int], *, progress: Callable[[str], None] | None = No
             frames.append(res.features.filter(pl.Series(keep)))
             labels += [lab for lab in res.matched_labels() if lab is not None]
     if not frames:
-        from ckptwatch.errors import CkptwatchError
+        from ckptwatch.errors import ModelError
 
-        raise CkptwatchError("the training scenarios produced no labelled stalls")
+        raise ModelError("the training scenarios produced no labelled stalls")
     features = pl.concat(frames, how="diagonal_relaxed")
     return AttributionModel.train(features, labels, meta={
         "training_seeds": seeds, "scenario": {**SCENARIO, **scenario},

@@ -1,94 +1,35 @@
-"""Incidents of a simulated scenario: where they strike, and what they do to the checkpoints.
+"""Incident planning of a simulated scenario: where and when each incident strikes.
 
-``ckptwatch.simulate.scenario`` builds the cluster and the jobs' healthy checkpoints; this
-module then
+``ckptwatch.simulate.workload`` builds the cluster and the jobs' healthy checkpoints; the
+``IncidentPlanner`` here then draws the incidents: stalls by ``gc``, ``metadata``,
+``fabric_pause`` or ``unknown`` anchored on chosen checkpoints, a two-cause overlap, and
+confounders that leave a signal but stall nothing (a pause burst between checkpoints, GC on an
+idle pool target, a mild metadata bump, a pause storm on local-tier nodes).
 
-- plans the incidents (``IncidentPlanner``): stalls by ``gc``, ``metadata``, ``fabric_pause`` or
-  ``unknown`` anchored on chosen checkpoints, a two-cause overlap, and confounders that leave a
-  signal but stall nothing (a pause burst between checkpoints, GC on an idle pool target, a mild
-  metadata bump, a pause storm on local-tier nodes);
-- turns each incident into extra seconds per phase on the ranks it reaches (``apply_incidents``);
-- derives the truth: which checkpoints became stalls and which incidents made them so
-  (``find_stalls``).
-
-The telemetry side (``ckptwatch.simulate.telemetry``) reads the same ``Incident`` records to write
-the signals each cause leaves behind. Imports point one way: simulate -> simulate_incidents ->
-simulate_telemetry.
+What an incident does to the checkpoints, and which checkpoints became stalls, is
+``ckptwatch.simulate.effects``; the signals each cause leaves behind are
+``ckptwatch.simulate.telemetry``. Both read the same ``Incident`` records
+(``ckptwatch.simulate.cluster``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ckptwatch.simulate.telemetry import Background, Cluster, Incident, overlap
+from ckptwatch.simulate.cluster import GB, Background, Cluster, Incident, Job
 
-GB = 1e9
-#: A checkpoint is a labelled stall when its barrier time is at least this many times its job's
-#: median barrier time.
-STALL_RATIO = 2.0
 STALL_KINDS = ("gc", "metadata", "fabric_pause", "unknown", "overlap")
 CONFOUNDER_KINDS = ("pause_between", "gc_idle", "metadata_mild", "fabric_local")
 _EXTRA_KINDS = STALL_KINDS + CONFOUNDER_KINDS
 _EXTRA_WEIGHTS = np.array([22, 15, 18, 6, 9, 10, 8, 6, 6], dtype=float) / 100.0
 
 
-@dataclass
-class Job:
-    """One job: its ranks, checkpoint schedule, phase times before and after incidents."""
-
-    job_id: str
-    tier: str
-    nodes: np.ndarray
-    encoding: str
-    rank_node: np.ndarray
-    rank_drive: np.ndarray
-    rank_target: np.ndarray
-    nbytes: np.ndarray
-    files: int
-    interval_s: float
-    step_time_s: float
-    steps: np.ndarray
-    starts: np.ndarray
-    nominal_s: float
-    traffic_bps: float
-    healthy: tuple[np.ndarray, ...] = ()  # O, W, F, C before incidents
-    final: tuple[np.ndarray, ...] = ()
-    skew: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    status: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int8))
-    gap: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    baseline_s: float = 0.0
-    timeout_s: float = 0.0
-    effects: list[Effect] = field(default_factory=list)
-
-    d0: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # healthy rank durations
-    b0: np.ndarray = field(default_factory=lambda: np.zeros(0))  # healthy barrier times
-
-    @property
-    def n_ranks(self) -> int:
-        """Ranks of the job (GPUs over its nodes)."""
-        return int(self.rank_node.size)
-
-
-@dataclass(frozen=True)
-class Effect:
-    """Extra seconds per phase (open, write, fsync, close) on the checkpoints ``rows``."""
-
-    incident: int
-    rows: np.ndarray
-    oa: np.ndarray
-    wa: np.ndarray
-    fa: np.ndarray
-    ca: np.ndarray
-
-
-# ------------------------------------------------------------------------------ planning
-
-
 def _loguniform(rng: np.random.Generator, lo: float, hi: float) -> float:
+    """A log-uniform draw in [lo, hi]."""
     return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
 
@@ -136,9 +77,11 @@ class IncidentPlanner:
         return float(self.rng.uniform(lo, max(lo + 0.2, min(hi, 0.85 * limit))))
 
     def _span(self) -> int:
+        """Checkpoints one optional stall covers: mostly 1, sometimes 2 or 3."""
         return int(self.rng.choice([1, 2, 3], p=[0.75, 0.18, 0.07]))
 
     def _pick(self, tiers: tuple[str, ...], span: int = 1) -> tuple[int, int] | None:
+        """A free (job, first checkpoint) on ``tiers`` for a stall over ``span`` checkpoints."""
         cands = []
         for j, job in enumerate(self.jobs):
             taken = sum(1 for (jj, _) in self.used if jj == j)
@@ -152,6 +95,7 @@ class IncidentPlanner:
         return cands[int(self.rng.integers(len(cands)))] if cands else None
 
     def _window(self, j: int, k: int, span: int, slowdown: float) -> tuple[float, float]:
+        """Reserve the checkpoints and return the incident's (start, end) around them."""
         job, last = self.jobs[j], k + span - 1
         for x in range(k, k + span):
             self.used[(j, x)] = max(self.used.get((j, x), 1.0), slowdown)
@@ -164,6 +108,7 @@ class IncidentPlanner:
                       + self.rng.uniform(10, 60)))
 
     def _add(self, **kw: Any) -> None:
+        """Record one incident (its id is given in ``plan``)."""
         self.out.append(Incident(id="", **kw))
 
     def _gc_signal(self, drive_bw: float, slowdown: float) -> dict[str, float]:
@@ -177,11 +122,13 @@ class IncidentPlanner:
                 "recovery_s": r.uniform(300, 1200)}
 
     def _fabric_signal(self) -> dict[str, float]:
+        """Pause-frame, CNP and xmit-wait rates of a fabric incident."""
         r = self.rng
         return {"pause_frames_per_s": _loguniform(r, 2e3, 4e4), "tx_frac": r.uniform(0.05, 0.4),
                 "cnp_per_s": r.uniform(300, 5000), "xmit_wait_per_s": _loguniform(r, 4e6, 4e7)}
 
     def _gc(self, span: int, at: tuple[int, int] | None = None) -> None:
+        """A GC stall on the job's pool targets or local drives."""
         pick = at or self._pick(("pool", "local"), span)
         if pick is None:
             return
@@ -219,6 +166,7 @@ class IncidentPlanner:
                   slowdown=slowdown, signal=self._gc_signal(bw, slowdown))
 
     def _metadata(self, span: int, at: tuple[int, int] | None = None) -> None:
+        """A metadata stall: an operations storm or a degraded metadata service."""
         pick = at or self._pick(("pool",), span)
         if pick is None:
             return
@@ -235,6 +183,7 @@ class IncidentPlanner:
                       "rank_fraction": r.uniform(0.5, 1.0), "_seed": float(r.integers(2**31))})
 
     def _fabric_pause(self, span: int, at: tuple[int, int] | None = None) -> None:
+        """A pause-frame stall on a leaf or a few nodes of a pool job."""
         pick = at or self._pick(("pool",), span)
         if pick is None:
             return
@@ -249,6 +198,7 @@ class IncidentPlanner:
 
     def _fabric_scope(self, pool_nodes: np.ndarray,
                       within: bool = False) -> tuple[tuple[int, ...], int | None, str]:
+        """Nodes hit by a pause storm: a whole leaf (``leaf``) or 1-3 nodes (``nodes``)."""
         r = self.rng
         node = int(r.choice(pool_nodes))
         leaf = int(self.cluster.leaf[node])
@@ -262,6 +212,7 @@ class IncidentPlanner:
         return tuple(int(x) for x in chosen), None, "nodes"
 
     def _unknown(self, span: int) -> None:
+        """A stall with no telemetry signal: one rank, one node or scattered ranks."""
         pick = self._pick(("pool", "local"), span)
         if pick is None:
             return
@@ -285,6 +236,7 @@ class IncidentPlanner:
                   ranks=tuple(ranks), slowdown=slowdown)
 
     def _overlap(self, span: int) -> None:
+        """Two different causes on the same pool checkpoint."""
         pick = self._pick(("pool",), 1)
         if pick is None:
             return
@@ -306,6 +258,7 @@ class IncidentPlanner:
         return sorted(out)
 
     def _slot(self, busy: list[tuple[float, float]], length: float) -> float | None:
+        """A random start for ``length`` seconds that touches none of ``busy``, if any."""
         free, cursor = [], self.t0 + 60.0
         for s, e in sorted([*busy, (self.t_end, math.inf)]):
             if s - cursor >= length:
@@ -317,6 +270,7 @@ class IncidentPlanner:
         return float(self.rng.uniform(lo, hi))
 
     def _pause_between(self, _span: int) -> None:
+        """A confounder: a pause burst while no rank under it is writing."""
         r, cl = self.rng, self.cluster
         for attempt in range(4):
             if r.random() < 0.6:
@@ -337,6 +291,7 @@ class IncidentPlanner:
                 return
 
     def _gc_idle(self, _span: int) -> None:
+        """A confounder: GC on a pool target while nobody writes to it."""
         for attempt in range(6):
             target = int(self.rng.integers(len(self.cluster.targets)))
             writers = [j for j, job in enumerate(self.jobs) if np.any(job.rank_target == target)]
@@ -349,6 +304,7 @@ class IncidentPlanner:
                 return
 
     def _metadata_mild(self, _span: int) -> None:
+        """A confounder: a metadata bump too small to stall a checkpoint."""
         r = self.rng
         pool = [job for job in self.jobs if job.tier == "pool"]
         if not pool:
@@ -371,6 +327,7 @@ class IncidentPlanner:
                       "rank_fraction": r.uniform(0.5, 1.0), "_seed": float(r.integers(2**31))})
 
     def _fabric_local(self, _span: int) -> None:
+        """A confounder: a pause storm on local-tier nodes, which barely slows them."""
         pick = self._pick(("local",))
         if pick is None:
             return
@@ -383,123 +340,3 @@ class IncidentPlanner:
                   job_id=job.job_id, start=float(job.starts[k] - r.uniform(20, 120)),
                   end=float(job.starts[k] + job.b0[k] * r.uniform(1.2, 2.5) + r.uniform(10, 60)),
                   nodes=nodes, leaf=leaf, signal=signal)
-
-
-# ------------------------------------------------------------------------------ effects & truth
-
-
-def _scope(inc: Incident, job: Job, j: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Ranks of ``job`` the incident reaches, and a per-rank intensity."""
-    ones = np.ones(job.n_ranks)
-    if inc.cause == "gc":
-        if job.tier == "pool" and inc.targets:
-            return np.isin(job.rank_target, inc.targets), ones
-        if job.tier == "local" and inc.drives:
-            return np.isin(job.rank_drive, inc.drives), ones
-        return None
-    if inc.cause == "fabric_pause":
-        return np.isin(job.rank_node, inc.nodes), ones
-    if inc.cause == "metadata":
-        if job.tier != "pool":
-            return None
-        g = np.random.Generator(np.random.PCG64([int(inc.signal["_seed"]), j]))
-        return g.random(job.n_ranks) < inc.signal["rank_fraction"], g.uniform(0.7, 1.3, job.n_ranks)
-    if inc.job_id == job.job_id:
-        return np.isin(np.arange(job.n_ranks), inc.ranks), ones
-    return None
-
-
-def _effect(i: int, inc: Incident, job: Job, j: int) -> Effect | None:
-    """Extra seconds per phase the incident adds to the ranks it reaches.
-
-    A reached rank is held up by ``slowdown - 1`` times the job's normal barrier (scaled by how
-    much of the rank's write the incident covers), so the barrier grows to about ``slowdown``
-    times normal; the extra time goes where the cause puts it (gc: write and fsync,
-    fabric_pause: mostly write, unknown: write or fsync). Metadata adds latency x operations
-    to open and close.
-    """
-    d0 = job.d0
-    rows = np.nonzero((job.starts < inc.end) & (job.starts + d0.max(axis=1) + 0.05 > inc.start))[0]
-    scope = _scope(inc, job, j) if rows.size else None
-    if scope is None or not scope[0].any():
-        return None
-    mask, weight = scope
-    rs = job.starts[rows, None] + job.skew[rows]
-    ov = overlap(rs, rs + d0[rows], inc.start, inc.end) / d0[rows] * mask[None, :]
-    if not (ov > 0).any():
-        return None
-    _, w0, f0, _ = (x[rows] for x in job.healthy)
-    zero = np.zeros_like(ov)
-    extra = (inc.slowdown - 1.0) * job.baseline_s * ov
-    oa, wa, fa, ca = zero, extra, zero, zero
-    if inc.cause == "gc":
-        wa = extra * w0 / (w0 + f0 * inc.signal["fsync_ratio"])
-        fa = extra - wa
-    elif inc.cause == "fabric_pause" and job.tier == "pool":
-        wa, fa = 0.9 * extra, 0.1 * extra
-    elif inc.cause == "fabric_pause":
-        wa = inc.signal.get("local_slowdown", 0.02) * w0 * ov
-    elif inc.cause == "metadata":
-        wa = zero
-        ca = inc.signal["metadata_latency_extra_ms"] / 1000.0 * job.files * weight[None, :] * ov
-        oa = 2 * ca
-    elif inc.variant.endswith("fsync"):
-        wa, fa = zero, extra
-    return Effect(i, rows, oa, wa, fa, ca)
-
-
-def apply_incidents(jobs: list[Job], incidents: list[Incident], rng: np.random.Generator) -> None:
-    """Final phases: incidents on top of healthy ones, the watchdog timeout, rare I/O errors."""
-    for j, job in enumerate(jobs):
-        job.effects = [e for i, inc in enumerate(incidents) if (e := _effect(i, inc, job, j))]
-        o, w, f, c = (x.copy() for x in job.healthy)
-        for e in job.effects:
-            for phase, add in zip((o, w, f, c), (e.oa, e.wa, e.fa, e.ca), strict=True):
-                phase[e.rows] += add
-        status = np.zeros(o.shape, dtype=np.int8)
-        over = (o + w + f + c) > job.timeout_s
-        if over.any():
-            o2 = np.minimum(o, job.timeout_s)
-            w2 = np.minimum(w, job.timeout_s - o2)
-            f2 = np.minimum(f, job.timeout_s - o2 - w2)
-            c2 = np.clip(job.timeout_s - o2 - w2 - f2, 0.0, c)
-            o, w, f, c = (np.where(over, a, b) for a, b in ((o2, o), (w2, w), (f2, f), (c2, c)))
-            status[over] = 1
-        touched = {int(x) for e in job.effects for x in e.rows}
-        quiet = [k for k in range(job.starts.size) if k not in touched]
-        for _ in range(int(rng.poisson(0.6)) if quiet else 0):
-            k, r = int(rng.choice(quiet)), int(rng.integers(job.n_ranks))
-            w[k, r] *= rng.uniform(0.05, 0.9)
-            f[k, r] = 0.0
-            status[k, r] = 2
-        job.final, job.status = (o, w, f, c), status
-        job.gap = rng.uniform(1e-4, 2e-3, o.shape)  # bookkeeping between the phases
-
-
-def find_stalls(job: Job, incidents: list[Incident]) -> list[dict[str, Any]]:
-    barrier = (sum(job.final[1:], job.final[0]) + job.gap).max(axis=1)
-    if barrier.size == 0:
-        return []
-    median = float(np.median(barrier))
-    o0, w0, f0, c0 = job.healthy
-    b0 = job.b0
-    out = []
-    for k in np.nonzero(barrier >= STALL_RATIO * median)[0]:
-        contrib = []
-        for e in job.effects:
-            hit = np.nonzero(e.rows == k)[0]
-            if hit.size:
-                h = int(hit[0])
-                alone = (o0[k] + w0[k] + f0[k] + c0[k]
-                         + e.oa[h] + e.wa[h] + e.fa[h] + e.ca[h]).max()
-                contrib.append((float(alone - b0[k]), e.incident))
-        contrib.sort(key=lambda x: (-x[0], x[1]))
-        kept = [x for x in contrib if x[0] >= 0.5 * median] or contrib[:1]
-        causes = list(dict.fromkeys(incidents[i].cause for _, i in kept)) or ["unknown"]
-        out.append({"job_id": job.job_id, "step": int(job.steps[k]), "causes": causes,
-                    "incidents": [incidents[i].id for _, i in kept],
-                    "barrier_s": round(float(barrier[k]), 3), "baseline_s": round(median, 3),
-                    "ratio": round(float(barrier[k]) / median, 3),
-                    "timed_out": bool((job.status[k] == 1).any()),
-                    **({} if kept else {"unplanned": True})})
-    return out

@@ -1,4 +1,5 @@
-"""One module per telemetry format. Importing this package registers every tool parser."""
+"""One module per telemetry format; ``load_all`` imports them all, which registers every tool
+parser (the order of registration is the order in which ``base.detect_tool`` tries them)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from ckptwatch.errors import RecordError
+from ckptwatch.settings import INGEST
 
 #: Errors a parser or reader may raise on hostile input besides ``RecordError``: caught at the
 #: file boundary (``parse_tool_output``, ``ingest.parse_file``) and turned into a quarantined
@@ -53,6 +54,13 @@ def safe_text(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def clip_raw(raw: str | bytes) -> str:
+    """A quarantined record's ``raw`` text: at most ``INGEST.quarantine_raw_max`` UTF-8 bytes of
+    ``raw`` (text that is not UTF-8 escaped, a character cut in half dropped)."""
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "backslashreplace")
+    return data[: INGEST.quarantine_raw_max].decode("utf-8", "ignore")
 
 
 def load_json(text: str | bytes, *, one_line: bool = False) -> Any:

@@ -1,4 +1,5 @@
-"""The JSON Lines envelope (DESIGN "Input contract"), and bare tool-output files.
+"""The JSON Lines envelope (docs/formats.md, "How tool output reaches ckptwatch"), and bare
+tool-output files.
 
 An envelope line is ``{"node", "device", "port", "collected_at", "source", "output"}``; ``output``
 is the tool's raw JSON object or raw text. ``source`` picks the parser; when it is missing the
@@ -29,19 +30,16 @@ from ckptwatch.sources.base import (
     Parsed,
     Reject,
     ToolContext,
+    clip_raw,
     detect_tool,
     load_json,
     safe_text,
 )
 
 PROVENANCE_NAMES = {f.name for f in PROVENANCE}
-#: The envelope's own keys (DESIGN "Input contract"); any other key is reported in a note.
+#: The envelope's own keys (docs/formats.md, "How tool output reaches ckptwatch"); any other
+#: key is reported in a note.
 ENVELOPE_KEYS = {"node", "device", "port", "collected_at", "source", "output"}
-
-
-def _clip(text: str) -> str:
-    return text.encode("utf-8", "backslashreplace")[: INGEST.quarantine_raw_max].decode(
-        "utf-8", "ignore")
 
 
 def parse_time(value: Any) -> datetime:
@@ -280,7 +278,7 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
                               device=_name(dev), port=_name(port))
             _accumulate(rows, parse_tool_output(output, ctx), i)
         except RecordError as exc:
-            out.rejects.append(Reject(safe_text(exc.reason), i, _clip(line)))
+            out.rejects.append(Reject(safe_text(exc.reason), i, clip_raw(line)))
     if aside.rows:
         bulk_frames = aside.parse(lines, rows, out)
         out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
@@ -363,7 +361,7 @@ class _Bulk:
                 except ValueError as exc:
                     read.append(None)
                     out.rejects.append(Reject(safe_text(f"collected_at: {exc}"), i,
-                                              _clip(lines[i - 1])))
+                                              clip_raw(lines[i - 1])))
             env = env.update(slow_ts.select("__line", pl.Series(
                 "ts", read, dtype=pl.Datetime("us", "UTC"))), on="__line")
             env = env.filter(pl.col("ts").is_not_null())
@@ -394,7 +392,7 @@ class _Bulk:
                 try:
                     result = parse_tool_output(output, ctx)
                 except RecordError as exc:
-                    out.rejects.append(Reject(safe_text(exc.reason), i, _clip(lines[i - 1])))
+                    out.rejects.append(Reject(safe_text(exc.reason), i, clip_raw(lines[i - 1])))
                     continue
                 _accumulate(rows, result, i)
         return frames
@@ -463,12 +461,12 @@ def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
         try:
             output = load_json(text)
         except RecordError as exc:
-            out.rejects.append(Reject(exc.reason, None, _clip(text)))
+            out.rejects.append(Reject(exc.reason, None, clip_raw(text)))
             return out
     source = detect_tool(output)
     if source is None:
         out.rejects.append(Reject("not a recognised tool output (smartctl, nvme-cli, perfquery, "
-                                  "sysfs, ethtool, prometheus)", None, _clip(text)))
+                                  "sysfs, ethtool, prometheus)", None, clip_raw(text)))
         return out
     if device is None:
         device = device_from_name(file_label.rsplit("/", 1)[-1])
@@ -476,5 +474,5 @@ def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
     try:
         rows_to_frames(parse_tool_output(output, ctx), out)
     except RecordError as exc:
-        out.rejects.append(Reject(exc.reason, None, _clip(text)))
+        out.rejects.append(Reject(exc.reason, None, clip_raw(text)))
     return out

@@ -1,4 +1,4 @@
-"""Readers of the canonical tabular inputs (DESIGN "Input contract" 1, 2, 4-long, 5, 6).
+"""Readers of the canonical tabular inputs (README, "Input: drop files in a raw directory").
 
 JSON Lines, CSV and Parquet files whose columns are the contract's: checkpoint records, job
 metadata, long fabric counters, pool telemetry and topology. Reading is vectorised (polars);
@@ -11,7 +11,6 @@ import csv
 import io
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -26,7 +25,14 @@ from ckptwatch.lake.schema import (
     TIERS,
 )
 from ckptwatch.settings import INGEST
-from ckptwatch.sources.base import PanicException, Parsed, Reject, load_json, safe_text
+from ckptwatch.sources.base import (
+    PanicException,
+    Parsed,
+    Reject,
+    clip_raw,
+    load_json,
+    safe_text,
+)
 from ckptwatch.sources.coerce import coerce_series
 
 LINE = "__line"
@@ -61,11 +67,6 @@ def _canonical_dtypes(table: str) -> dict[str, pl.DataType]:
     empty = pl.from_arrow(schema.empty_table())
     assert isinstance(empty, pl.DataFrame)
     return {k: v for k, v in empty.schema.items() if k not in PROVENANCE_NAMES}
-
-
-def _clip(text: str) -> str:
-    raw = text.encode("utf-8", "backslashreplace")[: INGEST.quarantine_raw_max]
-    return raw.decode("utf-8", "ignore")
 
 
 def _jsonable(v: Any) -> Any:
@@ -103,17 +104,17 @@ def load_jsonl(data: bytes, table: str) -> Frame:
         try:
             obj = load_json(ln, one_line=True)
         except RecordError as exc:
-            rejects.append(Reject(exc.reason, i, _clip(ln), table))
+            rejects.append(Reject(exc.reason, i, clip_raw(ln), table))
             continue
         if not isinstance(obj, dict):
             rejects.append(Reject(f"expected a JSON object, got {type(obj).__name__}", i,
-                                  _clip(ln), table))
+                                  clip_raw(ln), table))
             continue
         try:
             row = {safe_text(str(k)): _jsonable(v) for k, v in obj.items()}
         except (RecursionError, ValueError):
             rejects.append(Reject("invalid JSON (a value is nested too deeply to read)", i,
-                                  _clip(ln), table))
+                                  clip_raw(ln), table))
             continue
         row[LINE] = i
         row[RAW] = safe_text(ln)
@@ -169,7 +170,7 @@ def load_csv(data: bytes, table: str) -> Frame:
             continue
         if len(rec) != len(header):
             rejects.append(Reject(f"CSV row has {len(rec)} fields, header has {len(header)}",
-                                  line, _clip(",".join(rec)), table))
+                                  line, clip_raw(",".join(rec)), table))
             continue
         row: dict[str, Any] = dict(zip(header, rec, strict=True))
         row[LINE] = line
@@ -317,7 +318,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         texts += [pl.when(c).then(pl.lit(reason)) for c, reason in checks]
         why = pl.concat_str(texts, separator="; ", ignore_nulls=True)
         for line, raw, reason in bad_rows.select(LINE, RAW, why.alias("__reason")).iter_rows():
-            out.rejects.append(Reject(reason, line, _clip(raw or ""), table))
+            out.rejects.append(Reject(reason, line, clip_raw(raw or ""), table))
     good = typed.filter(~pl.col("__bad"))
     if table == CHECKPOINT_WRITES.name:
         good = _latest_per_rank(good, out, table)
@@ -346,7 +347,7 @@ def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str) -> pl.DataFram
             LINE, RAW, "__last").iter_rows():
         out.rejects.append(Reject(
             f"duplicate record: line {kept} has the same job_id, step and rank and is kept "
-            "(the last record in a file wins)", line, _clip(raw or ""), table))
+            "(the last record in a file wins)", line, clip_raw(raw or ""), table))
     return marked.filter(pl.col(LINE) == pl.col("__last")).drop("__last")
 
 
@@ -354,11 +355,3 @@ def dtypes_nullable(table: str, col: str) -> bool:
     """Whether the canonical column may be null."""
     return bool(TABLES[table].schema.field(col).nullable)
 
-
-def read_tabular(path: Path, table: str, *, file_label: str) -> Parsed:
-    """Read one canonical tabular file for ``table``; errors name ``file_label``."""
-    loader = LOADERS.get(path.suffix.lower())
-    if loader is None:
-        raise RecordError(f"unsupported file type '{path.suffix}' for {table}")
-    frame = loader(path.read_bytes(), table)
-    return canonicalise(frame, table, file_label=file_label)

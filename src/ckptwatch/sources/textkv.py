@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 _INT = re.compile(r"[+-]?\d+")
@@ -17,15 +16,6 @@ _GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
 _CAMEL_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
-
-
-@dataclass(frozen=True)
-class KeyValue:
-    """One ``key: value`` line: its 1-based line number, key and raw value text."""
-
-    line: int
-    key: str
-    value: str
 
 
 def iter_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -75,23 +65,6 @@ def parse_number(value: Any) -> float | int | None:
             f = float(s)
             return int(f) if f.is_integer() and "." not in s and "e" not in s.lower() else f
     return None
-
-
-def split_colon(text: str, *, dot_leaders: bool = False) -> list[KeyValue]:
-    """``key: value`` pairs, split at the first colon; lines without a colon are skipped.
-
-    ``dot_leaders`` strips perfquery's ``Key:.......value`` padding from the value.
-    """
-    out: list[KeyValue] = []
-    for i, line in iter_lines(text):
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        value = value.strip()
-        if dot_leaders:
-            value = value.lstrip(".").strip()
-        out.append(KeyValue(i, key.strip(), value))
-    return out
 
 
 def snake_case(name: str) -> str:

@@ -1,0 +1,159 @@
+"""Timeout headroom per job and tier over its trailing window, and the window read from a lake.
+
+Vocabulary (docs/concepts.md): a checkpoint's *barrier time* (``barrier_s``) is its
+slowest rank. Per job and tier, over the trailing window of its last ``window`` checkpoints:
+
+- the *tail* is the max (or p99, per setting) of the barrier times in the window;
+- *headroom* = ``checkpoint_timeout_s`` − tail;
+- the *level* is ``critical`` when tail ≥ critical × timeout, ``warning`` when
+  tail ≥ warning × timeout;
+- the *forecast* (:mod:`ckptwatch.alerts.forecast`) of the tail; a rising envelope that
+  reaches the warning level or the timeout within the horizon makes the severity ``warning``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from ckptwatch.alerts.forecast import Forecast, forecast_tail, from_epoch, iso
+from ckptwatch.settings import AlertSettings, JobAlertSettings
+
+#: How serious an alert is (its ``severity`` label); None where there is nothing to raise.
+Severity = Literal["warning", "critical"]
+#: The statistic of a window's barrier times that is "the tail" (``[alerts] tail``).
+TailStat = Literal["max", "p99"]
+
+CHECKPOINT_COLUMNS = ("job_id", "tier", "step", "end_ts", "barrier_s")
+#: The trailing window of every job: its last ``$window`` checkpoints per tier that ended by
+#: ``$as_of`` (null: all).
+CHECKPOINTS_SQL = """
+select job_id, tier, step, end_ts, barrier_s
+from checkpoint_latency
+where $as_of::timestamptz is null or end_ts <= $as_of::timestamptz
+qualify row_number() over (partition by job_id, tier order by end_ts desc, step desc) <= $window
+order by job_id, tier, end_ts, step
+"""
+JOBS_SQL = "select job_id, checkpoint_timeout_s from stg_jobs"
+
+
+@dataclass(frozen=True)
+class JobHeadroom:
+    """One job and tier over its trailing window: the tail, the headroom, the forecast."""
+
+    job_id: str
+    tier: str
+    n_checkpoints: int
+    first_ts: datetime
+    last_ts: datetime
+    #: Median, p99 and max of the window's barrier times (over checkpoints).
+    p50_s: float
+    p99_s: float
+    max_s: float
+    #: The statistic the levels apply to (``max_s`` or ``p99_s``).
+    tail_s: float
+    tail_stat: TailStat
+    timeout_s: float
+    warning_s: float
+    critical_s: float
+    #: Step of the window's slowest checkpoint.
+    worst_step: int
+    forecast: Forecast
+
+    @property
+    def headroom_s(self) -> float:
+        """Timeout minus tail: how much slower the tail may get before the watchdog fires."""
+        return self.timeout_s - self.tail_s
+
+    @property
+    def level(self) -> Severity | None:
+        """``critical``, ``warning`` or None from the tail alone."""
+        if self.tail_s >= self.critical_s:
+            return "critical"
+        if self.tail_s >= self.warning_s:
+            return "warning"
+        return None
+
+    @property
+    def severity(self) -> Severity | None:
+        """The level, or ``warning`` when only the forecast warns."""
+        return self.level or ("warning" if self.forecast.warns else None)
+
+
+def assess_job(job_id: str, tier: str, end_epoch_s: np.ndarray, barrier_s: np.ndarray,
+               steps: np.ndarray, timeout_s: float, cfg: JobAlertSettings,
+               min_forecast_points: int) -> JobHeadroom:
+    """Headroom and forecast of one job from its window (arrays sorted by end time)."""
+    p50, p99 = (float(v) for v in np.quantile(barrier_s, [0.5, 0.99]))
+    worst = int(np.argmax(barrier_s))
+    mx = float(barrier_s[worst])
+    warning_s, critical_s = cfg.warning * timeout_s, cfg.critical * timeout_s
+    tail_stat: TailStat = "max" if cfg.tail == "max" else "p99"
+    return JobHeadroom(
+        job_id=job_id, tier=tier, n_checkpoints=len(barrier_s),
+        first_ts=from_epoch(float(end_epoch_s.min())),
+        last_ts=from_epoch(float(end_epoch_s.max())),
+        p50_s=p50, p99_s=p99, max_s=mx, tail_s=mx if tail_stat == "max" else p99,
+        tail_stat=tail_stat, timeout_s=timeout_s, warning_s=warning_s, critical_s=critical_s,
+        worst_step=int(steps[worst]),
+        forecast=forecast_tail(end_epoch_s, barrier_s, warning_s=warning_s,
+                               timeout_s=timeout_s, horizon_s=cfg.horizon_s,
+                               min_points=min_forecast_points))
+
+
+def headroom(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSettings, *,
+             now: datetime) -> tuple[list[JobHeadroom], dict[tuple[str, str], str]]:
+    """Assess every (job, tier) of ``checkpoints``; also the ones skipped, with the reason.
+
+    ``checkpoints``: job_id, tier, step, end_ts, barrier_s (any number of rows per job; the
+    last ``window`` by end time are used). ``jobs``: job_id, checkpoint_timeout_s.
+    """
+    missing = [c for c in CHECKPOINT_COLUMNS if c not in checkpoints.columns]
+    if missing:
+        raise ValueError(f"checkpoints frame lacks column(s) {', '.join(missing)}")
+    timeouts = {str(r["job_id"]): r["checkpoint_timeout_s"] for r in
+                jobs.select("job_id", "checkpoint_timeout_s").iter_rows(named=True)}
+    frame = (checkpoints
+             .filter(pl.col("barrier_s").is_not_null() & pl.col("end_ts").is_not_null())
+             .with_columns((pl.col("end_ts").dt.epoch("us") / 1e6).alias("_end"))
+             .sort("job_id", "tier", "_end", "step"))
+    out: list[JobHeadroom] = []
+    skipped: dict[tuple[str, str], str] = {}
+    for (job_id, tier), rows in frame.group_by("job_id", "tier", maintain_order=True):
+        job_id, tier = str(job_id), str(tier)
+        cfg = settings.for_job(job_id)
+        rows = rows.tail(cfg.window)
+        end = rows["_end"].to_numpy()
+        timeout = timeouts.get(job_id)
+        if not cfg.enabled:
+            skipped[(job_id, tier)] = "alerting is disabled for this job in the settings"
+        elif timeout is None or not timeout > 0:
+            skipped[(job_id, tier)] = "the job has no checkpoint_timeout_s in the jobs table"
+        elif (settings.stale_after_s is not None
+              and now.timestamp() - float(end.max()) > settings.stale_after_s):
+            skipped[(job_id, tier)] = (f"no checkpoint since {iso(from_epoch(float(end.max())))} "
+                                       f"(stale_after_s {settings.stale_after_s:g})")
+        else:
+            out.append(assess_job(job_id, tier, end, rows["barrier_s"].to_numpy(),
+                                  rows["step"].to_numpy(), float(timeout), cfg,
+                                  settings.min_forecast_points))
+    return out, skipped
+
+
+def load_window(con: duckdb.DuckDBPyConnection, settings: AlertSettings,
+                as_of: datetime | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(trailing-window checkpoints, job timeouts) from the marts of a connected lake.
+
+    With ``as_of``, checkpoints that ended after it are left out (a replay as of that time).
+    """
+    from ckptwatch.lake.query import run_sql
+
+    checkpoints = run_sql(con, CHECKPOINTS_SQL,
+                          {"as_of": as_of, "window": settings.max_window()})
+    jobs = run_sql(con, JOBS_SQL)
+    return checkpoints, jobs

@@ -1,0 +1,299 @@
+"""The daily report's facts: what a nightly run found, gathered into one JSON-ready dict.
+
+Per job and day: rank p50 / p99 and barrier time per checkpoint (the ``report_checkpoints``
+mart) against the timeout and its warning/critical levels, with the stalls marked by cause; the
+stalls with their causes and evidence; every job's timeout headroom and the alerts sent (or
+due); the planning model's verdict for each job's measured tail; what the lake holds and what
+was quarantined.
+
+:func:`build_report` gathers them (keys: ``docs/report.md``); :mod:`ckptwatch.report.html`
+draws them; :mod:`ckptwatch.report.daily` writes both. :func:`nightly_days` says which days a
+nightly run reads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import polars as pl
+
+from ckptwatch import __version__
+from ckptwatch.analysis.findings import StallFindings, StallRecord
+from ckptwatch.errors import CkptwatchError, ConfigError
+from ckptwatch.lake.query import run_sql
+from ckptwatch.lake.store import Lake
+from ckptwatch.settings import Settings, redact
+
+if TYPE_CHECKING:
+    from ckptwatch.alerts.evaluate import AlertRun
+    from ckptwatch.ingest.run import IngestReport
+
+REPORT_VERSION = 1
+QUARANTINE_SQL = "select source_file, line, reason from quarantine order by source_file, line"
+
+
+def _clean(value: Any) -> Any:
+    """JSON-ready: datetimes as ISO-8601 UTC, NaN/inf as None, floats to 6 significant
+    digits."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}") if math.isfinite(value) else None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def report_day(con: duckdb.DuckDBPyConnection, day: date | None = None) -> date:
+    """``day``, or the UTC day of the newest checkpoint in the lake (today when there is none).
+
+    The nightly run reads files shipped once their day is over, so the newest day in the lake
+    is the last complete day.
+    """
+    if day is not None:
+        return day
+    latest = run_sql(con, "select max(start_ts) as ts from checkpoint_latency")["ts"][0]
+    if latest is None:
+        return datetime.now(UTC).date()
+    return latest.astimezone(UTC).date()
+
+
+def nightly_days(lake_root: Path | str, day: date | None,
+                 lookback_days: int) -> tuple[date, date]:
+    """The days a nightly run reads: the report day (``day``, or the newest day with
+    checkpoints) and the ``lookback_days`` before it (stall baselines and the alerts' trailing
+    checkpoints come from there). Bounds the run's time and memory whatever the lake keeps."""
+    if lookback_days < 0:
+        raise ConfigError(f"lookback days must be 0 or more, not {lookback_days}")
+    if day is None:  # the newest checkpoint partition: a directory listing, no views built
+        known = Lake(lake_root).days("checkpoint_writes")
+        day = known[-1] if known else datetime.now(UTC).date()
+    return day - timedelta(days=lookback_days), day
+
+
+def _day_bounds(day: date) -> tuple[datetime, datetime]:
+    start = datetime.combine(day, time(0), tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+#: The checkpoints that started in [t0, t1), in the report's order.
+_CHECKPOINTS_SQL = """
+select * from report_checkpoints
+where start_ts >= $t0 and start_ts < $t1
+order by job_id, tier, start_ts, step
+"""
+
+
+def _stall_entry(stall: StallRecord, lake_root: Path) -> dict[str, Any]:
+    rec = stall.to_dict()
+    top = rec["causes"][0]
+    return {
+        "job_id": rec["job_id"], "step": int(rec["step"]), "tier": rec["tier"],
+        "start_ts": rec["start_ts"], "end_ts": rec["end_ts"],
+        "barrier_s": rec["barrier_s"], "baseline_s": rec["baseline_s"],
+        "ratio_to_baseline": rec["ratio_to_baseline"], "p50_s": rec["p50_s"],
+        "p99_s": rec["p99_s"], "n_ranks": rec["n_ranks"], "n_slow": rec["n_slow"],
+        "cause": rec["cause"], "score": top["score"], "evidence": list(top["evidence"]),
+        "causes": [{"cause": c["cause"], "score": c["score"], "supported": c["supported"],
+                    "evidence": list(c["evidence"])} for c in rec["causes"]],
+        "postmortem": (f"ckptwatch postmortem --lake {lake_root} --job {rec['job_id']} "
+                       f"--step {int(rec['step'])}"),
+    }
+
+
+def _jobs(frame: pl.DataFrame, stalls: list[dict[str, Any]],
+          settings: Settings) -> list[dict[str, Any]]:
+    out = []
+    for (job_id, tier), rows in frame.group_by("job_id", "tier", maintain_order=True):
+        cfg = settings.alerts.for_job(str(job_id))
+        timeout = rows["timeout_s"][0]
+        barrier = rows["barrier_s"]
+        worst = rows.row(int(barrier.arg_max() or 0), named=True)
+        mine = [s for s in stalls if s["job_id"] == job_id and s["tier"] == tier]
+        out.append({
+            "job_id": job_id, "tier": tier, "n_ranks": rows.select(pl.col("n_ranks").max()).item(),
+            "timeout_s": timeout,
+            "warning_s": None if timeout is None else cfg.warning * timeout,
+            "critical_s": None if timeout is None else cfg.critical * timeout,
+            "n_checkpoints": rows.height,
+            "barrier_p50_s": barrier.quantile(0.5, "linear"),
+            "barrier_p99_s": barrier.quantile(0.99, "linear"),
+            "barrier_max_s": barrier.max(), "worst_step": worst["step"],
+            "n_stalls": len(mine),
+            "checkpoints": rows.select("step", "start_ts", "end_ts", "p50_s", "p99_s",
+                                       "barrier_s", "baseline_s", "is_stall").to_dicts(),
+            "stalls": [{k: s[k] for k in ("step", "start_ts", "barrier_s", "cause")}
+                       for s in mine],
+        })
+    return out
+
+
+def _headroom(run: AlertRun | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if run is None:
+        return [], []
+    ev = run.evaluation
+    firing = {r.key: r.severity for r in ev.state.firing.values()}
+    rows = [{
+        "job_id": h.job_id, "tier": h.tier, "n_checkpoints": h.n_checkpoints,
+        "p50_s": h.p50_s, "p99_s": h.p99_s, "max_s": h.max_s, "tail_stat": h.tail_stat,
+        "tail_s": h.tail_s, "timeout_s": h.timeout_s, "headroom_s": h.headroom_s,
+        "warning_s": h.warning_s, "critical_s": h.critical_s, "level": h.level or "ok",
+        "alert": firing.get((h.job_id, h.tier)),
+        "trend_s_per_h": h.forecast.slope_s_per_h, "forecast": h.forecast.note,
+        "forecast_warning_at": h.forecast.warning_at,
+        "forecast_timeout_at": h.forecast.timeout_at,
+    } for h in ev.jobs]
+    skipped = [{"job_id": j, "tier": t, "reason": why}
+               for (j, t), why in sorted(ev.skipped.items())]
+    return rows, skipped
+
+
+def _alerts(run: AlertRun | None, settings: Settings, error: str | None) -> dict[str, Any]:
+    from ckptwatch.alerts.sinks import build_sinks
+
+    sinks = [s.name for s in build_sinks(settings)]
+    out: dict[str, Any] = {"evaluated": run is not None, "sent": bool(run and run.sent),
+                           "sinks": sinks, "jsonl": settings.sinks.jsonl, "alerts": [],
+                           "firing": [], "failures": [], "error": error}
+    if run is None:
+        return out
+    secrets = settings.secrets()
+    out["alerts"] = [dict(a) for a in run.alerts]
+    out["firing"] = [{"job_id": r.labels["job_id"], "tier": r.labels["tier"],
+                      "severity": r.severity, "since": r.starts_at,
+                      "summary": r.annotations.get("summary", "")}
+                     for r in sorted(run.evaluation.state.firing.values(), key=lambda r: r.key)]
+    out["failures"] = [redact(f"{f.sink}: {f}", secrets) for f in run.failures]
+    return out
+
+
+def plan_verdict(lake_root: Path | str, job_id: str) -> dict[str, Any]:
+    """The planning model on one job's measured barrier times (as ``ckptwatch plan
+    --from-lake``): best strategy, its interval and lost work, the job's current tier's cost,
+    where the verdict flips, and the tail factor at which it would flip."""
+    from ckptwatch.planning.measure import calibrate, measure_from_lake
+    from ckptwatch.planning.model import PARAMETERS, PlanInputs
+    from ckptwatch.planning.sweep import make_plan, sweep
+
+    command = f"ckptwatch plan --from-lake {lake_root} --job {job_id}"
+    try:
+        m = measure_from_lake(lake_root, job_id)
+        inputs = calibrate(PlanInputs(), m)
+        plan = make_plan(inputs, measurement=m)
+        tail_param = "tail_factor" if m.tier == "pool" else "local_tail_factor"
+        tail_flips = sweep(inputs, tail_param, 1.0, max(4.0, 2.0 * m.tail_factor), 17).flips
+    except (CkptwatchError, ValueError, ArithmeticError) as exc:  # inputs the model rejects
+        return {"job_id": job_id, "error": f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, CkptwatchError) else str(exc), "command": command}
+
+    def strat(name: str) -> dict[str, Any]:
+        s = plan.strategy(name)
+        return {"name": s.name, "optimal_interval_s": s.optimal_interval_s,
+                "lost_work_per_failure_s": s.lost_work_per_failure_s,
+                "overhead_fraction": s.overhead_fraction,
+                "lost_gpu_hours_per_year": s.lost_gpu_hours_per_year,
+                "checkpoint_s_p99": s.checkpoint_s_p99}
+
+    def flip(f: Any) -> dict[str, Any]:
+        p = PARAMETERS[f.parameter]
+        return {**f.to_dict(), "now": p.describe(float(getattr(inputs, p.field)))}
+
+    return {
+        "job_id": job_id, "tier": m.tier, "error": None, "command": command,
+        "measured": {"checkpoints": m.checkpoints, "p50_s": m.p50_s, "p99_s": m.p99_s,
+                     "tail_factor": m.tail_factor},
+        "best": strat(plan.best),
+        "current": strat(m.tier) if m.tier in {s.name for s in plan.strategies} else None,
+        "flips": [flip(f) for f in plan.flips],
+        "tail_flip": flip(tail_flips[0]) if tail_flips else None,
+    }
+
+
+def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
+          ingest: IngestReport | None) -> dict[str, Any]:
+    counts = run_sql(con, 'select table_name as "table", n_rows as n from int_lake_table_rows')
+    by_file = run_sql(con, """
+        select source_file, count(*) as n, any_value(reason order by line) as example_reason,
+        from stg_quarantine group by source_file order by n desc, source_file limit 10
+    """)
+    days = run_sql(con, """
+        select cast(start_ts at time zone 'UTC' as date) as day, count(*) as checkpoints,
+        from checkpoint_latency group by day order by day desc limit 14
+    """)
+    rows = dict(zip(counts["table"].to_list(), counts["n"].to_list(), strict=True))
+    ingest_facts = None
+    if ingest is not None:
+        ingest_facts = {
+            "raw_dir": ingest.raw_dir, "files_seen": len(ingest.files),
+            **{k: ingest.count(k) for k in ("ingested", "skipped", "ignored", "failed")},
+            "rows": ingest.rows, "quarantined": ingest.quarantined,
+            "recovered": ingest.recovered, "elapsed_s": ingest.elapsed_s,
+            "failed_files": [{"file": f.rel, "error": f.error} for f in ingest.files
+                             if f.status == "failed"][:20],
+        }
+    return {
+        "rows": rows, "quarantined": rows.get("quarantine", 0),
+        "quarantine_by_file": by_file.to_dicts(),
+        "quarantine_query": f'ckptwatch sql --lake {lake_root} "{QUARANTINE_SQL}"',
+        "days": days.to_dicts(), "ingest": ingest_facts,
+    }
+
+
+def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: date | None,
+                 findings: StallFindings, settings: Settings,
+                 alert_run: AlertRun | None = None, alerts_error: str | None = None,
+                 ingest: IngestReport | None = None, plans: bool = True,
+                 now: datetime | None = None) -> dict[str, Any]:
+    """Every fact of the daily report as a JSON-ready dict (see ``docs/report.md``).
+
+    ``findings``: the stalls (all days; the report keeps the day's). ``alert_run``: this run's
+    alert evaluation (None with ``alerts_error`` when it could not run). ``ingest``: this run's
+    ingest, for the data section. ``plans``: run the planning model per job (~0.3 s a job).
+    """
+    lake_root = Path(lake_root)
+    day = report_day(con, day)
+    t0, t1 = _day_bounds(day)
+    stalls = [_stall_entry(r, lake_root) for r in findings.stalls
+              if r.start_ts is not None and t0 <= datetime.fromisoformat(r.start_ts) < t1]
+    stalls.sort(key=lambda s: (s["start_ts"], s["job_id"], s["step"]))
+    frame = run_sql(con, _CHECKPOINTS_SQL, {"t0": t0, "t1": t1})
+    jobs = _jobs(frame, stalls, settings)
+    headroom, skipped = _headroom(alert_run)
+    verdicts = [plan_verdict(lake_root, j) for j in sorted({j["job_id"] for j in jobs})] \
+        if plans else []
+    report = {
+        "report_version": REPORT_VERSION,
+        "ckptwatch_version": __version__,
+        "generated_at": (now or datetime.now(UTC)).replace(microsecond=0),
+        "date": day, "window": {"start": t0, "end": t1},
+        "lake": lake_root,
+        "attribution": "rules + model" if findings.with_model else "rules only",
+        "summary": {
+            "jobs": len(jobs), "checkpoints": frame.height, "stalls": len(stalls),
+            "stalls_by_cause": dict(Counter(s["cause"] for s in stalls).most_common()),
+            "alerts": len(alert_run.alerts) if alert_run else 0,
+            "alerts_firing": len(alert_run.evaluation.state.firing) if alert_run else 0,
+            "jobs_critical": sum(h["level"] == "critical" for h in headroom),
+            "jobs_warning": sum(h["level"] == "warning" for h in headroom),
+        },
+        "jobs": jobs, "stalls": stalls,
+        "headroom": headroom, "headroom_skipped": skipped,
+        "alerts": _alerts(alert_run, settings, alerts_error),
+        "plans": verdicts,
+        "data": _data(con, lake_root, ingest),
+    }
+    out: dict[str, Any] = _clean(report)
+    return out
+

@@ -1,0 +1,70 @@
+"""Knobs of a simulated scenario (``ckptwatch simulate`` options) and their validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ckptwatch.errors import SimulationConfigError
+
+DEFAULT_START = "2026-11-28T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Scenario knobs. ``None`` means: derive from the cluster size (see each field)."""
+
+    nodes: int = 8
+    hours: float = 4.0
+    start: str = DEFAULT_START
+    jobs: int | None = None  # None: 2-4 drawn from the seed
+    incidents_per_hour: float = 2.0
+    pool_targets: int | None = None  # None: nodes / 2, within 2..64
+    pool_bandwidth_gbs: float | None = None  # aggregate GB/s; None: 6.25 per target
+    nodes_per_leaf: int | None = None  # None: 4 below 64 nodes, else 16
+    fabric: str = "mixed"  # mixed (alternate leaves RoCE / IB) | roce | ib
+    fabric_format: str = "raw"  # raw (ethtool / perfquery envelopes) | canonical
+    drives_per_node: int = 1
+    drives_per_target: int = 2
+    fabric_interval_s: float = 90.0
+    pool_interval_s: float = 30.0
+    smart_interval_s: float = 900.0
+
+    def start_epoch(self) -> float:
+        """``start`` as epoch seconds."""
+        try:
+            when = datetime.fromisoformat(self.start.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise SimulationConfigError(f"--start {self.start!r} is not ISO-8601; "
+                                        "use e.g. 2026-11-28T00:00:00Z") from exc
+        if when.tzinfo is None:
+            raise SimulationConfigError(f"--start {self.start!r} has no UTC offset; "
+                                        "append Z or +00:00")
+        return when.timestamp()
+
+    def validate(self) -> None:
+        """Raise ``SimulationConfigError`` naming the first option out of range."""
+        checks = [
+            (self.nodes >= 2, "--nodes must be at least 2 (one local-tier and one pool-tier job)"),
+            (0.25 <= self.hours <= 24 * 14, "--hours must be between 0.25 and 336"),
+            (self.jobs is None or 2 <= self.jobs <= self.nodes,
+             "--jobs must be between 2 and --nodes"),
+            (self.incidents_per_hour >= 0, "--incidents-per-hour must be >= 0"),
+            (self.pool_targets is None or 1 <= self.pool_targets <= 999,
+             "--pool-targets must be between 1 and 999"),
+            (self.pool_bandwidth_gbs is None or self.pool_bandwidth_gbs > 0,
+             "--pool-bandwidth-gbs must be positive"),
+            (self.nodes_per_leaf is None or self.nodes_per_leaf >= 1,
+             "--nodes-per-leaf must be >= 1"),
+            (self.fabric in ("mixed", "roce", "ib"), "--fabric must be mixed, roce or ib"),
+            (self.fabric_format in ("raw", "canonical"),
+             "--fabric-format must be raw or canonical"),
+            (self.drives_per_node in (1, 2, 4, 8), "--drives-per-node must be 1, 2, 4 or 8"),
+            (1 <= self.drives_per_target <= 16, "--drives-per-target must be between 1 and 16"),
+            (min(self.fabric_interval_s, self.pool_interval_s, self.smart_interval_s) >= 5,
+             "sample intervals must be at least 5 s"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise SimulationConfigError(message)
+        self.start_epoch()

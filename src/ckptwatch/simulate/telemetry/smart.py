@@ -1,0 +1,170 @@
+"""NVMe SMART of a simulated scenario: ``smartctl -j -a`` and OCP documents in envelopes.
+
+One JSON Lines file per host (node-local drives under the node, pool drives under their target);
+counters are cumulative, 1 data unit = 512,000 bytes, OCP physical media units in bytes. GC
+multiplies media writes over host writes and keeps the controller busy even with no host I/O
+(busy time never outruns the clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from ckptwatch.simulate.cluster import (
+    Background,
+    Cluster,
+    Cumulative,
+    Incident,
+    WriteLoad,
+    grouped,
+    overlap,
+)
+from ckptwatch.simulate.telemetry.sampling import (
+    Progress,
+    envelope_line,
+    gc_dip,
+    iso_seconds,
+    sample_times,
+)
+from ckptwatch.sources.nvme_cli import render_ocp_smart_json
+from ckptwatch.sources.smartctl import HEALTH_LOG_METRICS, render_smartctl_json
+
+DATA_UNIT_BYTES = 512_000
+
+_LOCAL_MODELS = (
+    ("SAMSUNG MZQL23T8HCLS-00A07", "GDC5902Q", 3_840_755_982_336),
+    ("Micron_7450_MTFDKCC3T8TFR", "E2MU200", 3_840_755_982_336),
+    ("INTEL SSDPF2KX038TZ", "JCV10100", 3_840_755_982_336),
+)
+_TARGET_MODELS = (
+    ("SAMSUNG MZPLJ6T4HALA-00007", "EPK9AB5Q", 6_401_252_745_216),
+    ("Micron_7400_MTFDKCB3T2TFC", "E1MU23BC", 3_200_631_791_616),
+)
+
+
+def _smartctl_doc(device: str, model: str, serial: str, firmware: str, ts: float,
+                  health: Mapping[str, int]) -> dict[str, object]:
+    """``smartctl -j -a`` for one sample: the shared renderer plus the sample's local_time."""
+    values = {metric: health[key] * scale for key, (metric, scale) in HEALTH_LOG_METRICS.items()
+              if key in health}
+    doc = render_smartctl_json(model, serial, firmware, device, values, version=(7, 4))
+    asctime = datetime.fromtimestamp(ts, UTC).strftime("%a %b %d %H:%M:%S %Y UTC")
+    doc["local_time"] = {"time_t": int(ts), "asctime": asctime}
+    return doc
+
+
+def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
+                incidents: Sequence[Incident], bg: Background, t0: float, t1: float,
+                interval: float, rng: np.random.Generator,
+                progress: Progress | None = None) -> dict[Path, int]:
+    """SMART envelopes (smartctl + OCP) for every drive, one JSON Lines file per host.
+
+    Returns the lines written per file.
+    """
+    smart_dir.mkdir(parents=True, exist_ok=True)
+    n_loc = cluster.n_local_drives
+    drive_of = np.where(load.drive >= 0, load.drive, -1)
+    local_host = grouped(np.where(drive_of >= 0, drive_of, n_loc), n_loc + 1, load.write_start,
+                         load.write_end, load.nbytes)
+    tsel = load.target >= 0
+    target_host = grouped(load.target[tsel], len(cluster.targets), load.write_start[tsel],
+                          load.write_end[tsel], load.nbytes[tsel] / cluster.drives_per_target)
+    tenant_bw = cluster.target_bw / cluster.drives_per_target
+    other = bg.load_bytes(tenant_bw)
+    other0 = other(np.array([t0]))
+    gc_by_drive: dict[int, list[Incident]] = {}
+    for inc in incidents:
+        if inc.cause == "gc":
+            drives = list(inc.drives) + [d for t in inc.targets for d in cluster.target_drives(t)]
+            for d in drives:
+                gc_by_drive.setdefault(d, []).append(inc)
+    lines: dict[str, list[tuple[float, str, str]]] = {}
+    for d in range(cluster.n_drives):
+        host, dev = cluster.drive_name(d)
+        is_local = d < n_loc
+        models = _LOCAL_MODELS if is_local else _TARGET_MODELS
+        model, fw, cap = models[int(rng.integers(len(models)))]
+        serial = f"S{int(rng.integers(10**9, 10**10))}"
+        every = float(rng.uniform(0.67, 1.33)) * interval
+        ts = sample_times(rng, 1, t0, t1, every, jitter=5.0, first=90.0)[0]
+        never = np.full(ts.shape, -np.inf)
+        if is_local:
+            ckpt, bw = local_host[d], float(cluster.local_drive_bw[d])
+            other_rate = float(rng.uniform(1e6, 2e7))  # logs, caches, scratch
+        else:
+            ckpt, bw = target_host[(d - n_loc) // cluster.drives_per_target], tenant_bw
+            other_rate = 0.0
+
+        def host_bytes(at: np.ndarray, ckpt: Cumulative = ckpt, rate: float = other_rate,
+                 tenants: bool = not is_local) -> np.ndarray:
+            """Cumulative host bytes written to this drive since t0."""
+            return ckpt(at) + rate * (at - t0) + (other(at) - other0 if tenants else 0.0)
+
+        written = host_bytes(ts)
+        base_wa = float(rng.uniform(1.02, 1.09))
+        media = np.cumsum(np.diff(written, prepend=0.0) * base_wa
+                          * rng.lognormal(0.0, 0.01, ts.shape))
+        busy_s = written / bw * float(rng.uniform(1.1, 1.4))
+        free_base = float(rng.uniform(15.0, 38.0)) + rng.normal(0.0, 0.5, ts.shape)
+        free = free_base.copy()
+        temp = float(rng.uniform(33.0, 42.0)) + rng.normal(0.0, 0.6, ts.shape)
+        for inc in gc_by_drive.get(d, []):
+            sig = inc.signal
+            gc_s = overlap(never, ts, inc.start, inc.end)
+            host_in = np.where(ts > inc.start, host_bytes(np.minimum(ts, inc.end))
+                               - host_bytes(np.array([inc.start])), 0.0)
+            media = (media + (sig["write_amplification"] - base_wa) * host_in
+                     + sig["relocation_gbs"] * 1e9 * gc_s)
+            busy_s = busy_s + sig["busy_share"] * gc_s
+            free = np.minimum(free, gc_dip(ts, free_base, inc))
+            temp = temp + 4.0 * (overlap(ts - every, ts, inc.start, inc.end) > 0)
+        media = np.maximum.accumulate(media)
+        # Controller busy time counts wall-clock time with I/O outstanding: it cannot grow faster
+        # than the clock, whatever host writes and GC add up to.
+        span = np.diff(ts, prepend=t0)
+        busy_s = np.cumsum(np.minimum(np.diff(busy_s, prepend=0.0), 0.97 * span))
+        dw0 = int(rng.integers(2 * 10**7, 6 * 10**8))
+        poh0 = int(rng.integers(2000, 30000))
+        media0 = int(dw0 * DATA_UNIT_BYTES * rng.uniform(1.05, 1.25))
+        iso = iso_seconds(ts)
+        for i, t_i in enumerate(ts):
+            dw = dw0 + int(np.ceil(written[i] / DATA_UNIT_BYTES))
+            health = {
+                "critical_warning": 0, "temperature": int(round(temp[i])),
+                "available_spare": 100, "available_spare_threshold": 10,
+                "percentage_used": min(100, media0 // cap // 30),
+                "data_units_read": dw0 // 3 + int((t_i - t0) * 40), "data_units_written": dw,
+                "host_reads": dw0 * 2 + int((t_i - t0) * 300),
+                "host_writes": dw0 * 4 + int(written[i] // 131_072),
+                "controller_busy_time": 9000 + poh0 // 3 + int(busy_s[i] // 60),
+                "power_cycles": 40 + poh0 // 2000, "power_on_hours": poh0 + int((t_i - t0) // 3600),
+                "unsafe_shutdowns": 3, "media_errors": 0, "num_err_log_entries": 0,
+            }
+            mw = media0 + int(media[i])
+            ocp = {
+                "media_written": mw, "media_read": dw0 * DATA_UNIT_BYTES // 3,
+                "soft_ecc": 0, "system_used": 0, "refresh": 1000 + poh0,
+                "erase_max": int(mw * 1.15 // cap) + 3, "erase_min": int(mw * 0.85 // cap),
+                "free_blocks": int(round(free[i])), "nuse": cap // 4096 // 2,
+                "plp": 40 + poh0 // 2000, "endurance": cap * 3500,
+                "power_changes": 40 + poh0 // 2000,
+            }
+            doc = _smartctl_doc(dev, model, serial, fw, float(t_i), health)
+            lines.setdefault(host, []).extend([
+                (float(t_i), dev + "0", envelope_line(host, dev, str(iso[i]), "smartctl", doc)),
+                (float(t_i), dev + "1", envelope_line(host, dev, str(iso[i]), "nvme-ocp-smart",
+                                                  render_ocp_smart_json(ocp))),
+            ])
+        if progress and d % 256 == 255:
+            progress(f"smart: {d + 1}/{cluster.n_drives} drives")
+    files = {}
+    for host, entries in lines.items():
+        entries.sort(key=lambda e: (e[0], e[1]))
+        path = smart_dir / f"{host}.jsonl"
+        path.write_text("".join(e[2] + "\n" for e in entries), encoding="utf-8")
+        files[path] = len(entries)
+    return files
