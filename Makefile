@@ -1,13 +1,13 @@
 # Two commands set everything up on a fresh machine with Python 3.11 and pip:
 #   make demo   - venv, install, ingest data/sample/ through the Prefect flow, print the summary
-#   make test   - venv, install, the whole test suite
+#   make test   - venv, install, the whole test suite (with the wheel check)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_LAKE ?= data/lake
 
-.PHONY: demo test lint bench bench-marts clean install system-deps model
+.PHONY: demo test wheel-check lint bench bench-marts clean install system-deps model
 
 install: $(STAMP)
 
@@ -30,8 +30,17 @@ system-deps:
 		|| echo "warning: could not install prometheus-alertmanager; its test will be skipped"; \
 	else echo "note: prometheus-alertmanager not installed (not root); its test will be skipped"; fi
 
+# The whole suite, tests/test_wheel.py (the wheel check below) included.
 test: $(STAMP) system-deps
 	PREFECT_HOME=$(CURDIR)/.prefect $(BIN)/python -m pytest -q
+
+# The wheel on its own (tests/test_wheel.py): built from the checkout and from its sdist,
+# installed with its [notebooks] extra and the pins of constraints.txt into a fresh venv in a
+# temporary directory, then simulate, ingest, nightly, stalls, explain, alerts, latency, sql,
+# postmortem, plan, train-model, evaluate and demo run from a temporary directory outside the
+# checkout (HOME and PREFECT_HOME there too). Needs the pip cache or the package index.
+wheel-check: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_wheel.py
 
 # The attribution model (not committed): trained on simulated scenarios, seeds 1000-1029.
 model: $(STAMP)

@@ -171,6 +171,14 @@ class AttributionModel:
         """Fit on labelled stalls (labels from ``LABELS``)."""
         from sklearn.ensemble import GradientBoostingClassifier
 
+        from ckptwatch.errors import ModelError
+
+        causes = sorted(set(labels))
+        if len(causes) < 2:
+            only = causes[0] if causes else "none"
+            raise ModelError(f"{len(labels)} labelled stall(s), of one cause ({only}): a model "
+                             "needs stalls of at least two causes (use more seeds, or longer "
+                             "or larger scenarios)")
         est = GradientBoostingClassifier(n_estimators=150, max_depth=3, learning_rate=0.1,
                                          subsample=0.9, random_state=seed)
         est.fit(feature_matrix(features), np.array(labels))
