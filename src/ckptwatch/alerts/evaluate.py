@@ -27,7 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from ckptwatch.alerts.forecast import Forecast, iso
-from ckptwatch.alerts.headroom import JobHeadroom, Severity, headroom, load_window
+from ckptwatch.alerts.headroom import VIEWS, JobHeadroom, Severity, headroom, load_window
 from ckptwatch.alerts.sinks import Alert, AlertStatus, Sink, build_sinks, deliver
 from ckptwatch.alerts.state import AlertRecord, AlertState, load_state, save_state
 from ckptwatch.errors import SinkError
@@ -251,7 +251,7 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
     as_of = now  # an explicit time is a replay: leave out checkpoints that ended after it
     now = now or datetime.now(UTC)
     sinks = build_sinks(settings) if sinks is None else list(sinks)
-    con = connect(lake_root, days=days, memory_limit=memory_limit)
+    con = connect(lake_root, days=days, memory_limit=memory_limit, views=VIEWS)
     try:
         checkpoints, jobs = load_window(con, settings.alerts, as_of)
     finally:

@@ -40,6 +40,8 @@ qualify row_number() over (partition by job_id, tier order by end_ts desc, step 
 order by job_id, tier, end_ts, step
 """
 JOBS_SQL = "select job_id, checkpoint_timeout_s from stg_jobs"
+#: The views ``load_window`` reads: all a connection for the alerts needs to build.
+VIEWS = ("checkpoint_latency", "stg_jobs")
 
 
 @dataclass(frozen=True)

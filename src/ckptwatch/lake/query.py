@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,10 @@ LAYERS = ("lake", "staging", "intermediate", "marts")
 SESSION_FILE = "session.sql"
 
 
-def view_files(root: Path | None = None) -> list[Path]:
-    """Every view file in build order: by layer, then dependencies, then name."""
+def view_files(root: Path | None = None,
+               needed: Iterable[str] | None = None) -> list[Path]:
+    """Every view file in build order: by layer, then dependencies, then name. ``needed``: only
+    those views and the views they read, in the same order (the rest are not built)."""
     root = root or sql_dir()
     ordered: list[Path] = []
     for layer in LAYERS:
@@ -47,7 +50,27 @@ def view_files(root: Path | None = None) -> list[Path]:
             for n in ready:
                 ordered.append(names[n])
                 done.add(n)
-    return ordered
+    if needed is None:
+        return ordered
+    return _closure(ordered, set(needed))
+
+
+def _closure(ordered: list[Path], needed: set[str]) -> list[Path]:
+    """The views of ``needed`` and everything they read, transitively, in build order."""
+    known = {f.stem for f in ordered}
+    unknown = sorted(needed - known)
+    if unknown:
+        raise QueryError(f"no view named {', '.join(unknown)} in the SQL directory")
+    text = {f.stem: _strip_comments(f.read_text()) for f in ordered}
+    keep: set[str] = set()
+    todo = list(needed)
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        todo += [n for n in known - keep if re.search(rf"\b{re.escape(n)}\b", text[name])]
+    return [f for f in ordered if f.stem in keep]
 
 
 def _setting(value: str) -> str:
@@ -60,14 +83,16 @@ def _strip_comments(sql: str) -> str:
 
 
 def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
-            days: tuple[date, date] | None = None,
-            memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+            days: tuple[date, date] | None = None, memory_limit: str | None = None,
+            views: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every view of ``sql/`` built over the lake.
 
     ``days`` (first, last; inclusive): the time-series tables (checkpoints, SMART, fabric, pool)
     show only those days' partitions, and DuckDB opens only their files; ``None``: every day.
     ``memory_limit``: DuckDB's memory cap (``3GB``; ``"none"``: uncapped); ``None``:
     ``$CKPTWATCH_DUCKDB_MEMORY`` (see :func:`ckptwatch.settings.duckdb_memory_limit`).
+    ``views``: build only these views and those they read (a step that needs two marts does
+    not pay for binding all of them: ~5 s over a 512-node day); ``None``: every view.
     """
     if days is not None and days[0] > days[1]:
         raise QueryError(f"days: {days[0]} is after {days[1]}")
@@ -96,7 +121,7 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
-        for f in view_files():
+        for f in view_files(needed=views):
             try:
                 con.execute(f.read_text()).fetchall()
             except duckdb.Error as exc:

@@ -36,6 +36,9 @@ from plan_measurements
 where job_id = $job_id and is_main_tier
 """
 
+#: The views the measurement reads: all its connection needs to build.
+MEASUREMENT_VIEWS = ("plan_measurements",)
+
 #: A few jobs that can be planned, for the message when the asked-for one cannot.
 _JOBS_SQL = """
 select distinct job_id
@@ -94,7 +97,7 @@ def measure_from_lake(lake: Path | str, job: str, *,
             f"no checkpoint_writes Parquet under {table_dir} (expected "
             f"{table_dir}/date=YYYY-MM-DD/*.parquet); check --from-lake or ingest telemetry "
             "into that lake first")
-    db = con if con is not None else connect(store.root)
+    db = con if con is not None else connect(store.root, views=MEASUREMENT_VIEWS)
     try:
         rows = run_sql(db, _MEASUREMENT_SQL, {"job_id": job}).rows()
         if not rows:

@@ -87,7 +87,7 @@ def daily_report(lake_root: Path | str, *, day: date | None, findings: StallFind
     try:
         report = build_report(con, lake_root, day=day, findings=findings, settings=settings,
                               alert_run=alert_run, alerts_error=alerts_error, ingest=ingest,
-                              plans=plans)
+                              plans=plans, memory_limit=memory_limit)
     finally:
         con.close()
     return report, write_report(lake_root, report, render_html(report))

@@ -26,8 +26,9 @@ import polars as pl
 from ckptwatch import __version__
 from ckptwatch.analysis.findings import StallFindings, StallRecord
 from ckptwatch.errors import CkptwatchError, ConfigError
-from ckptwatch.lake.query import run_sql
+from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
+from ckptwatch.planning.measure import MEASUREMENT_VIEWS
 from ckptwatch.settings import Settings, redact
 
 if TYPE_CHECKING:
@@ -179,17 +180,19 @@ def _alerts(run: AlertRun | None, settings: Settings, error: str | None) -> dict
     return out
 
 
-def plan_verdict(lake_root: Path | str, job_id: str) -> dict[str, Any]:
+def plan_verdict(lake_root: Path | str, job_id: str, *,
+                 con: duckdb.DuckDBPyConnection | None = None) -> dict[str, Any]:
     """The planning model on one job's measured barrier times (as ``ckptwatch plan
     --from-lake``): best strategy, its interval and lost work, the job's current tier's cost,
-    where the verdict flips, and the tail factor at which it would flip."""
+    where the verdict flips, and the tail factor at which it would flip. ``con``: a connection
+    over every day of the lake to share between jobs (None: one of its own)."""
     from ckptwatch.planning.measure import calibrate, measure_from_lake
     from ckptwatch.planning.model import PARAMETERS, PlanInputs
     from ckptwatch.planning.sweep import make_plan, sweep
 
     command = f"ckptwatch plan --from-lake {lake_root} --job {job_id}"
     try:
-        m = measure_from_lake(lake_root, job_id)
+        m = measure_from_lake(lake_root, job_id, con=con)
         inputs = calibrate(PlanInputs(), m)
         plan = make_plan(inputs, measurement=m)
         tail_param = "tail_factor" if m.tier == "pool" else "local_tail_factor"
@@ -219,6 +222,18 @@ def plan_verdict(lake_root: Path | str, job_id: str) -> dict[str, Any]:
         "flips": [flip(f) for f in plan.flips],
         "tail_flip": flip(tail_flips[0]) if tail_flips else None,
     }
+
+
+def _plan_verdicts(lake_root: Path, job_ids: list[str],
+                   memory_limit: str | None) -> list[dict[str, Any]]:
+    """:func:`plan_verdict` of each job, the views built once for all of them."""
+    if not job_ids:
+        return []
+    con = connect(lake_root, memory_limit=memory_limit, views=MEASUREMENT_VIEWS)
+    try:
+        return [plan_verdict(lake_root, j, con=con) for j in job_ids]
+    finally:
+        con.close()
 
 
 def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
@@ -255,12 +270,15 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
                  findings: StallFindings, settings: Settings,
                  alert_run: AlertRun | None = None, alerts_error: str | None = None,
                  ingest: IngestReport | None = None, plans: bool = True,
-                 now: datetime | None = None) -> dict[str, Any]:
+                 now: datetime | None = None,
+                 memory_limit: str | None = None) -> dict[str, Any]:
     """Every fact of the daily report as a JSON-ready dict (see ``docs/report.md``).
 
     ``findings``: the stalls (all days; the report keeps the day's). ``alert_run``: this run's
     alert evaluation (None with ``alerts_error`` when it could not run). ``ingest``: this run's
-    ingest, for the data section. ``plans``: run the planning model per job (~0.3 s a job).
+    ingest, for the data section. ``plans``: run the planning model per job (~0.3 s a job)
+    over one connection to every day of the lake (``memory_limit``: its DuckDB cap), as
+    ``ckptwatch plan --from-lake`` measures.
     """
     lake_root = Path(lake_root)
     day = report_day(con, day)
@@ -271,7 +289,7 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
     frame = run_sql(con, _CHECKPOINTS_SQL, {"t0": t0, "t1": t1})
     jobs = _jobs(frame, stalls, settings)
     headroom, skipped = _headroom(alert_run)
-    verdicts = [plan_verdict(lake_root, j) for j in sorted({j["job_id"] for j in jobs})] \
+    verdicts = _plan_verdicts(lake_root, sorted({j["job_id"] for j in jobs}), memory_limit) \
         if plans else []
     report = {
         "report_version": REPORT_VERSION,
