@@ -1,5 +1,5 @@
 -- Build every ckptwatch view in the duckdb CLI, from the project root:
---   duckdb -cmd "SET VARIABLE lake = 'data/lake'" -cmd ".read sql/build.sql"
+--   .venv/bin/duckdb -cmd "SET VARIABLE lake = 'data/lake'" -cmd ".read sql/build.sql"
 -- Order: layer (lake, staging, intermediate, marts), then dependencies: the same order as
 -- ckptwatch.lake.query.view_files() (tests/sql/test_marts.py checks it). Regenerate the list with
 --   .venv/bin/python -c "from ckptwatch.lake.query import view_files; [print(f'.read sql/{f.parent.name}/{f.name}') for f in view_files()]"

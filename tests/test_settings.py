@@ -51,7 +51,7 @@ def test_example_file_documents_the_defaults() -> None:
     assert s.alerts.defaults == JobAlertSettings()
     defaults = AlertSettings()
     for key in ("min_forecast_points", "resolve_margin", "resolve_after", "resend_after_s",
-                "firing_ttl_s"):
+                "firing_ttl_s", "stale_after_s"):
         assert getattr(s.alerts, key) == getattr(defaults, key), key
     assert s.alerts.for_job("llama-70b").critical == 0.85
     assert s.alerts.for_job("scratch-run").enabled is False

@@ -394,3 +394,16 @@ def test_cli_help_documents_every_flag() -> None:
             "--timeout"} <= flags
     with pytest.raises(SystemExit):
         parser.parse_args(["collect", "--out", "x", "--tools", "smartctl,perfquery"])
+
+
+def test_cli_once_with_no_tool_says_so_and_fails(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"  # a PATH with none of the tools, and a sysfs without devices
+    empty.mkdir()
+    (tmp_path / "sys").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptwatch.cli.main", "collect", "--out", str(tmp_path / "raw"),
+         "--once", "--node", NODE, "--sysfs-root", str(tmp_path / "sys")],
+        capture_output=True, text=True, env=cli_env(empty), timeout=60)
+    assert done.returncode == 1
+    assert "ckptwatch collect: nothing collected: none of smartctl, nvme, ethtool, sysfs gave " \
+           "an output on this node" in done.stderr

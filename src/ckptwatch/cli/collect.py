@@ -85,10 +85,22 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {path}: +{n}")
         sys.stdout.flush()
 
+    collected = 0
+
+    def _count(result: RoundResult) -> None:
+        nonlocal collected
+        collected += len(result.envelopes)
+        _report(result)
+
     try:
         run_loop(collector, interval_s=args.interval, stop=stop, once=args.once,
-                 on_round=_report)
+                 on_round=_count)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if args.once and not collected:
+        print(f"ckptwatch collect: nothing collected: none of {', '.join(args.tools)} gave an "
+              "output on this node (see the warnings above; --tools picks the tools)",
+              file=sys.stderr)
+        return 1
     return 0
