@@ -12,13 +12,16 @@ DEMO_LAKE ?= data/lake
 install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
+	@echo "setting up $(VENV): ckptwatch and its pinned dependencies (about a minute on a fresh machine)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24,<27"
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,notebooks,dask]"
 	touch $(STAMP)
 
+# The CLI sets Prefect up itself (home in ~/.cache/ckptwatch/prefect unless PREFECT_HOME is
+# set, telemetry off, warnings only; --verbose for Prefect's log).
 demo: $(STAMP)
-	PREFECT_HOME=$(CURDIR)/.prefect PREFECT_LOGGING_LEVEL=WARNING PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/ckptwatch demo --raw data/sample --lake $(DEMO_LAKE)
+	$(BIN)/ckptwatch demo --raw data/sample --lake $(DEMO_LAKE)
 
 # Debian packages the tests use for real (Alertmanager for the alert sink test). Installed when
 # running as root (CI, fresh machines); elsewhere those tests say they need it.

@@ -91,3 +91,7 @@ class CorruptInputError(CkptwatchError, OSError):
 
 class UsageError(CkptwatchError):
     """A command-line value argparse accepts but the command cannot use (e.g. ``--seeds 9-1``)."""
+
+
+class PrefectStartError(CkptwatchError):
+    """Prefect's local server, or its home directory, could not be set up for a flow command."""

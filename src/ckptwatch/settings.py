@@ -32,11 +32,13 @@ See ``examples/ckptwatch.toml`` for every key with its meaning.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import math
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -482,7 +484,12 @@ def default_lake() -> Path:
 
 @dataclass(frozen=True)
 class IngestSettings:
-    """Knobs of the ingest path."""
+    """Knobs of the ingest path, and the limits on every input (RELIABILITY.md, "Limits").
+
+    Each limit has an environment variable (``INGEST_LIMIT_ENV``) and a ``--max-*`` flag of
+    ``ckptwatch ingest``; :func:`ingest_settings` applies them, :func:`active_ingest` is what
+    the readers use.
+    """
 
     #: Longest raw text kept with a quarantined record (bytes of UTF-8).
     quarantine_raw_max: int = 4096
@@ -490,9 +497,83 @@ class IngestSettings:
     min_year: int = 2000
     #: ... and later than this one.
     max_year: int = 2100
+    #: Longest record: a line of a JSON Lines, CSV or envelope file, or a bare tool output
+    #: (bytes). A longer one is quarantined unread; the rest of the file goes on.
+    max_record_bytes: int = 1 << 20
+    #: Longest text value (job_id, node, device, target, port, pool, counter and metric
+    #: names, …) in characters; a record with a longer one is quarantined.
+    max_field_chars: int = 256
+    #: A compressed file is read up to this many times its size ...
+    max_decompressed_ratio: int = 64
+    #: ... and no file beyond this many (decompressed) bytes; a file cut off is ``failed``.
+    max_file_bytes: int = 4 << 30
+    #: Quarantine rows kept per file; the rest are counted in one summary row, and the file
+    #: is ``failed``.
+    max_quarantine_rows: int = 1000
+
+    def decompressed_limit(self, compressed_bytes: int) -> int:
+        """Most bytes a compressed file of ``compressed_bytes`` is read to."""
+        return min(self.max_decompressed_ratio * max(compressed_bytes, 1), self.max_file_bytes)
 
 
+#: The environment variable of each limit (the ``--max-*`` flags of ``ingest`` win over it).
+INGEST_LIMIT_ENV = {
+    "max_record_bytes": "CKPTWATCH_MAX_RECORD_BYTES",
+    "max_field_chars": "CKPTWATCH_MAX_FIELD_CHARS",
+    "max_decompressed_ratio": "CKPTWATCH_MAX_DECOMPRESSED_RATIO",
+    "max_file_bytes": "CKPTWATCH_MAX_FILE_BYTES",
+    "max_quarantine_rows": "CKPTWATCH_MAX_QUARANTINE_ROWS",
+}
+
+#: The built-in defaults (``active_ingest()`` is what applies to a run).
 INGEST = IngestSettings()
+
+_ACTIVE_INGEST: ContextVar[IngestSettings | None] = ContextVar("ckptwatch_ingest",
+                                                               default=None)
+
+
+def ingest_settings(environ: Mapping[str, str] | None = None,
+                    **overrides: int | None) -> IngestSettings:
+    """The ingest settings: the defaults, then the ``CKPTWATCH_MAX_*`` variables, then
+    ``overrides`` (a limit's name -> value; None: not given). Raises :class:`ConfigError`
+    for a value that is not a positive integer."""
+    env = os.environ if environ is None else environ
+    values: dict[str, int] = {}
+    for name, var in INGEST_LIMIT_ENV.items():
+        text = env.get(var, "").strip()
+        if text:
+            try:
+                values[name] = int(text.replace("_", ""))
+            except ValueError:
+                raise ConfigError(f"${var} must be a positive integer (got {text!r})") from None
+            if values[name] < 1:
+                raise ConfigError(f"${var} must be a positive integer (got {text!r})")
+    for name, value in overrides.items():
+        if name not in INGEST_LIMIT_ENV:
+            raise TypeError(f"not an ingest limit: {name}")
+        if value is not None:
+            if value < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer "
+                                  f"(got {value})")
+            values[name] = value
+    return replace(INGEST, **values)
+
+
+def active_ingest() -> IngestSettings:
+    """The settings of the ingest running now: those :func:`using_ingest` set, else
+    :func:`ingest_settings` (defaults and environment)."""
+    current = _ACTIVE_INGEST.get()
+    return current if current is not None else ingest_settings()
+
+
+@contextlib.contextmanager
+def using_ingest(value: IngestSettings) -> Iterator[IngestSettings]:
+    """Make ``value`` the active ingest settings inside the ``with`` block."""
+    token = _ACTIVE_INGEST.set(value)
+    try:
+        yield value
+    finally:
+        _ACTIVE_INGEST.reset(token)
 
 
 #: ``memory_limit`` value that lifts the cap (DuckDB's own default: 80 % of RAM).
@@ -507,3 +588,59 @@ def duckdb_memory_limit(value: str | None = None) -> str | None:
         value = os.environ.get("CKPTWATCH_DUCKDB_MEMORY", "")
     value = value.strip()
     return None if not value or value.lower() == UNCAPPED else value
+
+
+# -- Prefect (the commands that start it: nightly, demo, ingest --flow/--dask) ---------------
+
+#: Seconds Prefect's local server may take to start. Its first start on a new home creates and
+#: migrates its SQLite database (~15 s; more on a loaded machine); Prefect's default is 20.
+PREFECT_STARTUP_TIMEOUT_S = 120
+
+
+def _user_home(env: Mapping[str, str]) -> Path:
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def prefect_home(environ: Mapping[str, str] | None = None) -> Path:
+    """Prefect's home for the commands that start it: ``$PREFECT_HOME`` when set, else
+    ``$XDG_CACHE_HOME/ckptwatch/prefect`` (an absolute ``XDG_CACHE_HOME``), else
+    ``~/.cache/ckptwatch/prefect`` — never ``~/.prefect``.
+
+    A cache directory, because what Prefect keeps there (its local server's database of past
+    flow runs, ~20 MB) is disposable, and reusing it spares the next run the database's
+    creation. Not the lake: the lake's layout is ckptwatch's data (synced, backed up, read by
+    other tools), and several lakes would each carry a database.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("PREFECT_HOME"):
+        return Path(env["PREFECT_HOME"]).expanduser()
+    cache = env.get("XDG_CACHE_HOME", "")
+    base = Path(cache) if cache and Path(cache).is_absolute() else _user_home(env) / ".cache"
+    return base / "ckptwatch" / "prefect"
+
+
+def prefect_environment(verbose: bool = False,
+                        environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables a Prefect-backed command sets before it imports Prefect.
+
+    Home: :func:`prefect_home`. Analytics and telemetry off: the server's analytics heartbeat
+    (``PREFECT_SERVER_ANALYTICS_ENABLED``), the client's usage data (``DO_NOT_TRACK``), run
+    telemetry (``PREFECT_CLOUD_ENABLE_ORCHESTRATION_TELEMETRY``) and resource metrics
+    (``PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS``). Log: warnings only, the local server's
+    only when critical; ``verbose``: INFO and the server's warnings. Startup timeout:
+    :data:`PREFECT_STARTUP_TIMEOUT_S`. A value set in ``environ`` (default ``os.environ``)
+    wins, except the two log levels when ``verbose`` is asked for.
+    """
+    env = os.environ if environ is None else environ
+    levels = {"PREFECT_LOGGING_LEVEL": "INFO" if verbose else "WARNING",
+              "PREFECT_SERVER_LOGGING_LEVEL": "WARNING" if verbose else "CRITICAL"}
+    chosen = {
+        "PREFECT_HOME": str(prefect_home(env)),
+        **levels,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_CLOUD_ENABLE_ORCHESTRATION_TELEMETRY": "false",
+        "PREFECT_TELEMETRY_ENABLE_RESOURCE_METRICS": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": str(PREFECT_STARTUP_TIMEOUT_S),
+    }
+    return {k: v if verbose and k in levels else env.get(k) or v for k, v in chosen.items()}

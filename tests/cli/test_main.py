@@ -62,3 +62,12 @@ def test_every_command_has_help() -> None:
         for action in p._actions:
             if action.dest != "help":
                 assert action.help, f"{name} {action.dest} has no help"
+
+
+def test_error_lines_escape_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    from ckptwatch.cli.main import main
+
+    assert main(["explain", "--lake", "/nonexistent\x1b[2J\x07", "--job", "x", "--step", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "no lake at /nonexistent\\x1b[2J\\x07" in err

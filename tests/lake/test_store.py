@@ -169,3 +169,15 @@ def test_killed_ingest_reruns_to_exactly_one_clean_run(tmp_path: Path) -> None:
 def test_many_kills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     kills = killed_runs_then_rerun(tmp_path, rounds=12, seed=7)
     assert kills >= 6
+
+
+def test_a_lake_path_that_is_a_file_is_one_clear_error(tmp_path: Path) -> None:
+    from ckptwatch.errors import LakeError
+    from ckptwatch.lake.store import Lake
+
+    path = tmp_path / "lake"
+    path.write_text("not a lake")
+    with pytest.raises(LakeError, match=r"is a file, not a directory: name a directory"):
+        Lake(path).init()
+    with pytest.raises(LakeError, match=r"is a file, not a directory"), Lake(path).lock(0.1):
+        pass

@@ -247,3 +247,15 @@ def _text_envelope(draw: st.DrawFn) -> str:
 @given(st.lists(_text_envelope(), min_size=1, max_size=8))
 def test_bulk_matches_one_by_one_on_generated_text(lines: list[str]) -> None:
     assert_bulk_matches_one_by_one(("\n".join(lines) + "\n").encode())
+
+
+def test_json_error_reasons_read_as_one_sentence() -> None:
+    from ckptwatch.errors import RecordError
+    from ckptwatch.sources.base import load_json
+
+    with pytest.raises(RecordError) as err:
+        load_json('{"job_id": "abc', one_line=True)
+    assert str(err.value) == "invalid JSON (Unterminated string starting at column 12)"
+    with pytest.raises(RecordError) as err:
+        load_json('{"a": 1} x')
+    assert str(err.value) == "invalid JSON (Extra data at line 1 column 10)"

@@ -598,9 +598,11 @@ def test_ingest_of_hostile_raw_dir_never_stops_and_loses_nothing(
     report = ingest(raw, root / "lake", lock_wait_s=5)
     assert len(report.files) == len(files)
     for f in report.files:
-        assert f.status in ("ingested", "ignored", "skipped"), (f.rel, f.status, f.error)
+        assert f.status in ("ingested", "ignored", "skipped", "failed"), (f.rel, f.status)
         if f.status == "ingested":
             assert f.rows or f.quarantined or any("no records" in n for n in f.notes), f
+        if f.status == "failed":  # not readable whole: a reason, and its records in quarantine
+            assert f.error and f.quarantined and not f.rows, f
     lake = Lake(root / "lake")
     q = lake.read("quarantine")
     assert q.height == report.quarantined
@@ -610,7 +612,11 @@ def test_ingest_of_hostile_raw_dir_never_stops_and_loses_nothing(
     assert sorted(p.name for p in root.iterdir()) == ["lake", "raw"]  # nothing written outside
     _lake_is_well_formed(root / "lake")
     again = ingest(raw, root / "lake", lock_wait_s=5)
-    assert again.rows == {} and again.quarantined == 0  # idempotent on hostile input too
+    # idempotent on hostile input too: a failed file is read again (it is not in the
+    # manifest), and its quarantine rows replace those of the first run
+    assert again.rows == {}
+    assert again.quarantined == sum(f.quarantined for f in report.files if f.status == "failed")
+    assert lake.read("quarantine").height == q.height
 
 
 def test_nan_and_infinity_never_reach_the_lake(tmp_path: Path) -> None:
@@ -692,22 +698,27 @@ def test_parser_bug_quarantines_the_file_and_the_run_goes_on(
 
 def test_corrupt_gzip_and_gzip_bomb_are_refused(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from ckptwatch.ingest import discover
-
-    monkeypatch.setattr(discover, "MAX_GZIP_BYTES", 10_000)
+    """Both are ``failed`` (issue 17: they were "ingested" and never read again), with the
+    reason in quarantine; neither is recorded in the manifest, so a rerun reads them again."""
     raw = tmp_path / "raw" / "pool"
     raw.mkdir(parents=True)
-    good = gzip.compress(b"ts,pool,target,metric,value\n" + b"x" * 50_000)
+    good = gzip.compress(b"ts,pool,target,metric,value\n" + b"x" * 50_000, mtime=0)
     bad = bytearray(good)
     bad[12] ^= 0xFF  # zlib.error inside the deflate stream
     (raw / "bad.csv.gz").write_bytes(bytes(bad))
     (raw / "bomb.csv.gz").write_bytes(good)
     report = ingest(tmp_path / "raw", tmp_path / "lake")
-    assert {f.rel: f.quarantined for f in report.files} == {"pool/bad.csv.gz": 1,
-                                                            "pool/bomb.csv.gz": 1}
-    q = Lake(tmp_path / "lake").read("quarantine").sort("source_file")
-    assert q["reason"][0].startswith("cannot read file: corrupt gzip file")
-    assert q["reason"][1] == ("cannot read file: gzip file decompresses to more than 10,000 "
-                              "bytes: refused (split it, or raise MAX_GZIP_BYTES)")
-    assert ingest(tmp_path / "raw", tmp_path / "lake").count("skipped") == 2
+    assert {f.rel: f.status for f in report.files} == {"pool/bad.csv.gz": "failed",
+                                                       "pool/bomb.csv.gz": "failed"}
+    q = Lake(tmp_path / "lake").read("quarantine")
+    assert q.height == report.quarantined
+    first = {f: r[0] for f, r in q.filter(pl.col("line").is_null()).group_by(
+        "source_file", maintain_order=True).agg("reason").iter_rows()}
+    assert first["pool/bad.csv.gz"].startswith("cannot read file: corrupt gzip file")
+    assert first["pool/bomb.csv.gz"] == (  # 50 kB of "x" compress 450-fold: over 64-fold
+        "cannot read file: decompresses to more than 7,104 bytes (64 times its 111 bytes; "
+        "CKPTWATCH_MAX_DECOMPRESSED_RATIO): read up to there only; split the file or raise the "
+        "limit")
+    assert Lake(tmp_path / "lake").manifest_keys() == set()
+    assert ingest(tmp_path / "raw", tmp_path / "lake").count("failed") == 2
     assert math.isfinite(report.elapsed_s)

@@ -86,7 +86,11 @@ def render_alert(alert: Mapping[str, Any]) -> str:
 
 
 class StdoutSink:
-    """Print each alert, human-readable, to a stream (default: stdout at send time)."""
+    """Print each alert, human-readable, to a stream (default: stdout at send time).
+
+    Written to the stream, not through ``print``: inside a Prefect flow with ``log_prints``
+    (the nightly flow) ``print`` goes to the run's log, and the alerts would not reach stdout.
+    """
 
     name = "stdout"
 
@@ -97,7 +101,8 @@ class StdoutSink:
         """Print the batch."""
         out = self.stream or sys.stdout
         for a in alerts:
-            print(render_alert(a), file=out, flush=True)
+            out.write(render_alert(a) + "\n")
+            out.flush()
 
 
 class JsonlSink:

@@ -18,3 +18,10 @@ def add_dask(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"{what} (needs prefect-dask: the [dask] extra): without ADDRESS a "
                    "local cluster of 2 worker processes, with ADDRESS (tcp://host:8786) that "
                    "scheduler; its workers must see RAW_DIR and the lake at the same paths")
+
+
+def add_verbose(p: argparse.ArgumentParser) -> None:
+    """``--verbose``: Prefect's own log too (every command that starts Prefect has it)."""
+    from ckptwatch.flows.local_prefect import VERBOSE_HELP
+
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ckptwatch.alerts.evaluate import headroom_frame, run_alerts
     from ckptwatch.alerts.sinks import build_sinks, render_alert
     from ckptwatch.cli._render import render_table
+    from ckptwatch.safetext import escape_controls, escape_json_controls, escape_lines
     from ckptwatch.settings import load_settings, redact
 
     settings = load_settings(args.config)
@@ -65,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
                         lock_wait_s=args.lock_wait)
     ev = result.evaluation
     if args.format == "json":
-        sys.stdout.write(json.dumps(result.alerts, indent=2) + "\n")
+        sys.stdout.write(escape_json_controls(json.dumps(result.alerts, indent=2)) + "\n")
     else:
         print(f"timeout headroom of {len(ev.jobs)} job(s), trailing window of up to "
               f"{settings.alerts.max_window()} checkpoints")
         print(render_table(headroom_frame(ev), float_precision=1))
         for (job_id, tier), reason in sorted(ev.skipped.items()):
-            print(f"  not evaluated: {job_id} ({tier}): {reason}")
+            print(escape_controls(f"  not evaluated: {job_id} ({tier}): {reason}"))
         print()
         failed = {f.sink for f in result.failures}
         delivered = [s.name for s in sinks if s.name not in failed]
@@ -81,13 +82,13 @@ def run(args: argparse.Namespace) -> int:
             verb = f"sent to {', '.join(delivered)}"
         else:
             verb = "due" + (f"; {', '.join(sorted(failed))} failed" if failed else "")
-        print(f"{len(result.alerts)} alert(s) {verb}")
+        print(escape_controls(f"{len(result.alerts)} alert(s) {verb}"))
         for alert in result.alerts:
             print()
-            print(render_alert(alert))
+            print(escape_lines(render_alert(alert)))
     for failure in result.failures:
-        print(f"ckptwatch alerts: {redact(str(failure), settings.secrets())} (kept for the "
-              "next run)", file=sys.stderr)
+        print(escape_controls(f"ckptwatch alerts: {redact(str(failure), settings.secrets())} "
+                              "(kept for the next run)"), file=sys.stderr)
     if result.sent and not sinks and result.alerts:
         print("ckptwatch alerts: note: no sink configured besides stdout ([sinks] in the "
               "config file)", file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ckptwatch.cli._options import add_verbose
+
 #: The bundled sample scenario (``data/sample/README.md``): the same files, byte for byte.
 SAMPLE_SEED, SAMPLE_NODES, SAMPLE_HOURS = 3, 8, 4.0
 
@@ -22,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "checkout; else the sample scenario simulated into LAKE/../sample-raw)")
     p.add_argument("--lake", type=Path, default=Path("data/lake"),
                    help="lake directory (default: %(default)s)")
+    add_verbose(p)
     p.set_defaults(func=run)
 
 
@@ -31,12 +34,16 @@ def run(args: argparse.Namespace) -> int:
     from ckptwatch.cli._render import lake_overview
     from ckptwatch.cli.nightly import render_result
     from ckptwatch.cli.stalls import render_stalls
+    from ckptwatch.flows import local_prefect
+
+    local_prefect.configure(args.verbose)  # before the first import of Prefect
     from ckptwatch.flows.nightly import nightly_flow
 
     if args.raw is None:
         args.raw = _sample_raw(args.lake)
-    print(f"ckptwatch demo: the nightly flow on {args.raw} -> {args.lake} (local ephemeral "
-          "Prefect server; the first start takes ~15 s)…", flush=True)
+    print(f"ckptwatch demo: the nightly flow on {args.raw} -> {args.lake} (its local Prefect "
+          "server starts first: ~15 s the first time)…", flush=True)
+    local_prefect.start_local_server()
     result = nightly_flow(args.raw, args.lake)
     print()
     print(render_result(result, args.raw, args.lake))

@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     import polars as pl
 
     from ckptwatch.analysis.latency import latency
-    from ckptwatch.cli._render import render_table
+    from ckptwatch.cli._render import render_table, write_data
     from ckptwatch.lake.query import connect
+    from ckptwatch.safetext import escape_controls
 
     con = connect(args.lake)
     try:
@@ -58,10 +59,8 @@ def run(args: argparse.Namespace) -> int:
         con.close()
     if args.limit > 0:
         df = df.head(args.limit)
-    if args.format == "csv":
-        sys.stdout.write(df.write_csv())
-    elif args.format == "json":
-        sys.stdout.write(df.write_json() + "\n")
+    if args.format in ("csv", "json"):
+        write_data(df, args.format)
     else:
         if args.by == "checkpoint":
             df = df.with_columns(
@@ -73,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
                  "checkpoint" else "checkpoints of the barrier time)"))
     if df.is_empty():
         what = f"job {args.job}" if args.job else "any job"
-        print(f"ckptwatch latency: no checkpoints for {what} in {args.lake}", file=sys.stderr)
+        print(escape_controls(f"ckptwatch latency: no checkpoints for {what} in {args.lake}"),
+              file=sys.stderr)
         return 1
     return 0

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from ckptwatch import __version__
 from ckptwatch.errors import CkptwatchError
+from ckptwatch.safetext import escape_controls
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except CkptwatchError as exc:
-        print(f"ckptwatch {args.command}: error: {exc}", file=sys.stderr)
+        print(f"ckptwatch {args.command}: error: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `ckptwatch sql … | head`
         sys.stderr.close()

@@ -8,7 +8,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.cli._options import add_dask, add_lock_wait
+from ckptwatch.cli._options import add_dask, add_lock_wait, add_verbose
 from ckptwatch.settings import default_lake
 
 
@@ -23,11 +23,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``nightly`` command."""
     p = sub.add_parser(
         "nightly", help="run the nightly flow now: ingest, stalls, alerts, daily report",
-        description="Run the nightly Prefect flow once (local ephemeral Prefect server; its "
-        "first start takes ~15 s): ingest new raw files from RAW_DIR, build the views, find "
+        description="Run the nightly Prefect flow once (a local Prefect server, started and "
+        "stopped by the command; its first start takes ~15 s; Prefect's state is kept in "
+        "$XDG_CACHE_HOME/ckptwatch/prefect or ~/.cache/ckptwatch/prefect unless PREFECT_HOME "
+        "is set): ingest new raw files from RAW_DIR, build the views, find "
         "and attribute stalls, evaluate the timeout-headroom alerts and send them, and write "
         "the daily report to LAKE/reports/<date>/report.html and report.json (copied to "
-        "LAKE/reports/latest/). Alerts also go to a JSON Lines file: [sinks] jsonl of the "
+        "LAKE/reports/latest/ unless the day has no checkpoints or latest/ holds a newer "
+        "day). Alerts also go to a JSON Lines file: [sinks] jsonl of the "
         "config, else LAKE/reports/alerts.jsonl. Exit 0; 1 when a file could not be ingested "
         "or an alert sink failed (the report is written all the same); 2 when the run could "
         "not proceed.")
@@ -53,6 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_lock_wait(p)
     add_dask(p, "spread the ingest step's files over a Dask cluster (the other steps run here "
              "as before)")
+    add_verbose(p)
     p.set_defaults(func=run)
 
 
@@ -69,33 +73,41 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
         f"  alerts: {result['alerts']} {sent}"
         + (f"; JSON Lines: {result['alerts_file']}" if result["alerts_file"] else ""),
         f"  report: {result['report']}",
-        f"          {result['report_json']}  (latest: {result['latest']})",
+        f"          {result['report_json']}  ({_latest(result)})",
     ]
     return "\n".join(lines)
 
 
+def _latest(result: dict[str, Any]) -> str:
+    """Where ``reports/latest`` stands after the run."""
+    kept = result.get("latest_kept")
+    return f"latest: {result['latest']}" if not kept else f"latest/ not replaced: {kept}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the flow and print the summary and the report's path."""
-    from ckptwatch.errors import AlertsUndeliveredError
-    from ckptwatch.flows.ingest import dask_runner
-    from ckptwatch.flows.nightly import nightly_flow
+    from ckptwatch.errors import AlertsUndeliveredError, RawDirError
+    from ckptwatch.flows import local_prefect
     from ckptwatch.settings import load_settings
 
     load_settings(args.config)  # a bad config fails here, before Prefect starts
     if not args.raw_dir.is_dir():
-        from ckptwatch.errors import RawDirError
-
         raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a directory")
+    local_prefect.configure(args.verbose)  # before the first import of Prefect
+    from ckptwatch.flows.ingest import dask_runner
+    from ckptwatch.flows.nightly import nightly_flow
+
     if args.dask:
         dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
-    print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (local ephemeral "
-          "Prefect server; the first start takes ~15 s)…", file=sys.stderr, flush=True)
+    print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (its local server "
+          "starts first: ~15 s the first time)…", file=sys.stderr, flush=True)
+    local_prefect.start_local_server()
     try:
         result = nightly_flow(args.raw_dir, args.lake, config=args.config,
-                                     send=args.send, report_date=args.date,
-                                     lock_wait_s=args.lock_wait, dask=args.dask,
-                                     lookback_days=args.lookback_days,
-                                     duckdb_memory=args.duckdb_memory)
+                              send=args.send, report_date=args.date,
+                              lock_wait_s=args.lock_wait, dask=args.dask,
+                              lookback_days=args.lookback_days,
+                              duckdb_memory=args.duckdb_memory)
     except AlertsUndeliveredError as exc:
         print(render_result(exc.result, args.raw_dir, args.lake))
         print(f"ckptwatch nightly: {exc}", file=sys.stderr)

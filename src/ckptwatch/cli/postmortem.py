@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--step", type=int, default=None,
                    help="the stalled checkpoint's step (default: the job's worst stall)")
     p.add_argument("--out", type=Path, default=None, metavar="FILE.html",
-                   help="HTML file to write (default: postmortem-JOB-STEP.html)")
+                   help="HTML file to write, in a directory that exists (default: "
+                   "postmortem-JOB-STEP.html in the working directory, JOB reduced to "
+                   "[A-Za-z0-9._-])")
     p.add_argument("--with-code", action="store_true",
                    help="keep the notebook's code cells in the HTML (default: outputs only)")
     p.add_argument("--save-notebook", type=Path, default=None, metavar="FILE.ipynb",
@@ -48,23 +50,28 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise MissingExtraError(f"{exc.name} is not installed: install the notebooks extra "
                                 "(pip install 'ckptwatch[notebooks]')") from None
-    from ckptwatch.report.notebook import execute_notebook
+    from ckptwatch.report.notebook import check_target, default_output, execute_notebook
     from ckptwatch.report.postmortem import open_stall
+    from ckptwatch.safetext import escape_controls
 
+    for path, flag in ((args.out, "--out"), (args.save_notebook, "--save-notebook")):
+        if path is not None:  # before anything slow
+            check_target(path, flag)
     step = args.step
     if step is None:  # resolve the worst stall once, to name the output after it
         case = open_stall(args.lake, args.job)
         step = case.step
         case.con.close()
-        print(f"ckptwatch postmortem: no --step given: the worst stall of {args.job} is step "
-              f"{step} ({case.report['barrier_s']:.1f} s, {case.report['cause']})",
-              file=sys.stderr)
-    out = args.out or Path(f"postmortem-{args.job}-{step}.html")
+        print(escape_controls(
+            f"ckptwatch postmortem: no --step given: the worst stall of {args.job} is step "
+            f"{step} ({case.report['barrier_s']:.1f} s, {case.report['cause']})"),
+            file=sys.stderr)
+    out = args.out or default_output(args.job, step)
     result = execute_notebook(args.lake, args.job, step, out, notebook=args.notebook,
                               with_code=args.with_code, executed_path=args.save_notebook,
                               timeout_s=args.timeout)
-    print(f"post-mortem of {args.job} step {step}: {result.html} ({result.n_images} figures, "
-          f"{result.elapsed_s:.1f} s)")
+    print(escape_controls(f"post-mortem of {args.job} step {step}: {result.html} "
+                          f"({result.n_images} figures, {result.elapsed_s:.1f} s)"))
     if args.save_notebook:
-        print(f"executed notebook: {args.save_notebook}")
+        print(escape_controls(f"executed notebook: {args.save_notebook}"))
     return 0

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the query and print the result."""
-    from ckptwatch.cli._render import render_table
+    from ckptwatch.cli._render import render_table, write_data
     from ckptwatch.errors import UsageError
     from ckptwatch.lake.query import connect, run_sql, view_files
 
@@ -41,10 +41,8 @@ def run(args: argparse.Namespace) -> int:
     sql = sys.stdin.read() if args.query == "-" else args.query
     con = connect(args.lake)
     df = run_sql(con, sql)
-    if args.format == "csv":
-        sys.stdout.write(df.write_csv())
-    elif args.format == "json":
-        sys.stdout.write(df.write_json() + "\n")
+    if args.format in ("csv", "json"):
+        write_data(df, args.format)
     else:
         print(render_table(df, float_precision=3))
         print(f"({df.height} row{'s' if df.height != 1 else ''})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,7 +66,8 @@ def _findings(args: argparse.Namespace, job: str | None) -> StallFindings:
 
 
 def render_stalls(findings: StallFindings) -> str:
-    """The stalls as a text table, one line per stall with its top cause and evidence."""
+    """The stalls as a text table, one line per stall with its top cause and evidence (times
+    to the 0.1 s, scores to the 0.001 they are shown with; control characters escaped)."""
     import polars as pl
 
     from ckptwatch.cli._render import render_table
@@ -74,57 +76,83 @@ def render_stalls(findings: StallFindings) -> str:
         return "no stalls"
     rows = [{
         "job_id": r.job_id, "step": r.step, "tier": r.tier,
-        "barrier_s": round(r.barrier_s, 1), "baseline_s": round(r.baseline_s, 1),
-        "x": round(r.ratio_to_baseline, 1), "slow": f"{r.n_slow}/{r.n_ranks}",
-        "cause": r.cause, "score": round(r.top.score, 3),
+        "barrier_s": r.barrier_s, "baseline_s": r.baseline_s,
+        "x": r.ratio_to_baseline, "slow": f"{r.n_slow}/{r.n_ranks}",
+        "cause": r.cause, "score": r.top.score,
         "evidence": (r.top.evidence or [""])[0][:160],
     } for r in findings.stalls]
     how = "rules + model" if findings.with_model else "rules only (no model built: make model)"
-    return (render_table(pl.DataFrame(rows))
-            + f"\n{len(findings.stalls)} stall(s); attribution: {how}")
+    table = render_table(pl.DataFrame(rows), float_precision=1, digits={"score": 3})
+    return table + f"\n{len(findings.stalls)} stall(s); attribution: {how}"
+
+
+def _unknown_job(lake: Path, job: str) -> str | None:
+    """None when the lake has checkpoints of ``job``, else a message saying it has not."""
+    from ckptwatch.lake.query import connect
+    from ckptwatch.report.postmortem import unknown_job
+
+    con = connect(lake, views=("checkpoint_latency",))
+    try:
+        return unknown_job(con, lake, job)
+    finally:
+        con.close()
 
 
 def run_stalls(args: argparse.Namespace) -> int:
-    """Print the stalls."""
+    """Print the stalls; exit 0, or 1 when ``--job`` names a job the lake has no checkpoint
+    of."""
+    from ckptwatch.safetext import escape_controls, shell_command
+
     findings = _findings(args, args.job)
+    unknown = _unknown_job(args.lake, args.job) if args.job and not findings.stalls else None
     if args.format == "json":
         print(json.dumps([s.to_dict() for s in findings.stalls], indent=2, default=str))
-        return 0
-    print(render_stalls(findings))
-    if findings.stalls:
-        print(f"Details: ckptwatch explain --lake {args.lake} --job JOB --step STEP")
+    elif not unknown:
+        print(render_stalls(findings))
+        if findings.stalls:
+            job = ["--job", args.job] if args.job else []
+            command = shell_command(["ckptwatch", "explain", "--lake", args.lake, *job])
+            print(escape_controls(f"Details: {command}{'' if job else ' --job JOB'} "
+                                  "--step STEP"))
+    if unknown:
+        print(f"ckptwatch stalls: {unknown}", file=sys.stderr)
+        return 1
     return 0
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    """Print one stall's evidence."""
+    """Print one stall's evidence (every value from the data with its control characters
+    escaped)."""
     from ckptwatch.analysis.stalls import FEATURE_DOCS
     from ckptwatch.errors import StallNotFoundError
+    from ckptwatch.safetext import escape_controls
 
     findings = _findings(args, args.job)
     with_model = findings.with_model
     found = next((r for r in findings.stalls if r.step == args.step), None)
     if found is None:
+        unknown = None if findings.stalls else _unknown_job(args.lake, args.job)
         steps = ", ".join(str(r.step) for r in findings.stalls[:20]) or "none"
-        raise StallNotFoundError(f"job {args.job} step {args.step} is not a stall (stalls of "
-                                 f"this job: {steps})")
+        raise StallNotFoundError(unknown or escape_controls(
+            f"job {args.job} step {args.step} is not a stall (stalls of this job: {steps})"))
     rec = found.to_dict()
     if args.format == "json":
         print(json.dumps(rec, indent=2, default=str))
         return 0
-    print(f"stall {rec['job_id']} step {rec['step']} ({rec['tier']} tier), "
-          f"{rec['start_ts']} -> {rec['end_ts']}")
-    print(f"  barrier {rec['barrier_s']:.1f} s = x{rec['ratio_to_baseline']:.1f} the job's "
-          f"rolling median {rec['baseline_s']:.1f} s; rank p50 {rec['p50_s']:.1f} s, "
-          f"p99 {rec['p99_s']:.1f} s; {rec['n_slow']} of {rec['n_ranks']} ranks slow")
-    print(f"  attribution: {'rules + model' if with_model else 'rules only'}")
+    lines = [
+        f"stall {rec['job_id']} step {rec['step']} ({rec['tier']} tier), "
+        f"{rec['start_ts']} -> {rec['end_ts']}",
+        f"  barrier {rec['barrier_s']:.1f} s = x{rec['ratio_to_baseline']:.1f} the job's "
+        f"rolling median {rec['baseline_s']:.1f} s; rank p50 {rec['p50_s']:.1f} s, "
+        f"p99 {rec['p99_s']:.1f} s; {rec['n_slow']} of {rec['n_ranks']} ranks slow",
+        f"  attribution: {'rules + model' if with_model else 'rules only'}",
+    ]
     for i, c in enumerate(rec["causes"], start=1):
         model = "" if c["model_score"] is None else f", model {c['model_score']:.2f}"
-        print(f"  {i}. {c['cause']}  score {c['score']:.2f} (rules {c['rule_score']:.2f}"
-              f"{model})")
-        for ev in c["evidence"]:
-            print(f"       - {ev}")
-    print("  features:")
-    for k, v in rec["features"].items():
-        print(f"    {k:<24} {v:>10.3f}   {FEATURE_DOCS[k]}")
+        lines.append(f"  {i}. {c['cause']}  score {c['score']:.2f} (rules "
+                     f"{c['rule_score']:.2f}{model})")
+        lines += [f"       - {ev}" for ev in c["evidence"]]
+    lines.append("  features:")
+    lines += [f"    {k:<24} {v:>10.3f}   {FEATURE_DOCS[k]}" for k, v in rec["features"].items()]
+    print("\n".join(escape_controls(line) for line in lines))
     return 0

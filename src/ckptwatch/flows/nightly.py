@@ -154,7 +154,7 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "alerts_sent": bool(alert_run and alert_run.sent),
         "alerts_file": str(settings.sinks.jsonl) if settings.sinks.jsonl else None,
         "report": str(files.html), "report_json": str(files.json),
-        "latest": str(files.latest_html),
+        "latest": str(files.latest_html), "latest_kept": files.latest_kept,
         "steps_s": steps,
     }
     logger.info("nightly: %d files ingested, %d stalls, %d alerts %s; report %s",

@@ -10,27 +10,38 @@ record saying so.
 What is not read (kind ``refused``, each a quarantined record with the reason): a symbolic link
 that leads outside the raw directory (a link to ``/etc/shadow`` must not copy it into the
 lake), a linked directory (not followed), a broken link, and a FIFO, socket or device (reading
-would block or never end). A corrupt ``.gz``, or one that decompresses to more than
-``MAX_GZIP_BYTES``, raises ``CorruptInputError`` when read and is quarantined the same way.
+would block or never end).
+
+Reading is bounded (``settings.IngestSettings``, RELIABILITY.md "Limits"): ``load`` reads at
+most the decompressed-size limit, and says why a file could not be read whole (a corrupt or
+truncated ``.gz``, a text file named ``.gz``, a file cut off at the limit, undecodable
+UTF-16); a line over the record limit is blanked, never decoded, and reported with its
+number. Text with a UTF-8 or UTF-16 byte order mark is read as UTF-8. A ckptwatch lake under
+the raw directory (the ``--lake`` itself, or any directory holding ``_manifest/`` and
+``_inflight/``) is never read: discovery skips it and says so once.
 """
 
 from __future__ import annotations
 
-import gzip
+import codecs
+import hashlib
 import json
 import os
+import re
 import stat
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import pyarrow.parquet as pq
 
 from ckptwatch.errors import CorruptInputError, RawDirError
+from ckptwatch.settings import IngestSettings, active_ingest
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import INPUT_ERRORS, detect_tool
+from ckptwatch.sources.tabular import csv_delimiter
 
 PLACES = {
     "checkpoints": "checkpoint_writes",
@@ -43,8 +54,10 @@ PLACES = {
 TOOL_PLACES = {"smart", "fabric"}
 TABULAR_SUFFIXES = {".csv", ".jsonl", ".ndjson", ".json", ".parquet"}
 HEAD_BYTES = 1 << 16
-#: A ``.gz`` raw file may decompress to at most this many bytes (a decompression bomb is refused).
-MAX_GZIP_BYTES = 4 << 30
+#: Bytes read from a file per step (a file is never read past its limit).
+CHUNK_BYTES = 1 << 20
+#: Directories that make a directory a ckptwatch lake (``lake.store``'s layout).
+LAKE_MARKERS = ("_manifest", "_inflight")
 #: What a raw file is recognised as (``RawFile.kind``); ``ingest.read.READERS`` reads each.
 FileKind = Literal["tabular", "envelope", "tool", "sysfs_tree", "dlio", "unknown", "refused",
                    "ignored"]
@@ -80,29 +93,166 @@ class RawFile:
         return Path(p.stem).suffix.lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
 
 
-def read_bytes(path: Path) -> bytes:
-    """File content, decompressed when it ends in ``.gz``.
+@dataclass
+class Content:
+    """A raw file's bytes as the parsers read them, and what stopped it being read whole."""
 
-    Raises ``CorruptInputError`` (an OSError) for a corrupt ``.gz``, whatever zlib raised, or
-    one that decompresses to more than ``MAX_GZIP_BYTES``.
+    #: The bytes read (decompressed; UTF-8 when the file had a byte order mark; with
+    #: ``lines``, each line over the record limit blanked).
+    data: bytes
+    #: SHA-256 (a ``hashlib`` object) of the bytes as stored (decompressed, not re-encoded).
+    sha: Any
+    #: Decompressed bytes read.
+    size: int
+    #: Why the file could not be read whole (None: it was).
+    failure: str | None = None
+    #: Lines over the record limit: (line number, length in bytes, its first bytes).
+    long_lines: list[tuple[int, int, bytes]] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        """``sha`` as hex: the content's identity."""
+        return str(self.sha.hexdigest())
+
+
+def load(path: Path, *, lines: bool = True, limits: IngestSettings | None = None) -> Content:
+    """Read ``path`` within the limits (``limits``, default ``active_ingest()``).
+
+    A ``.gz`` is decompressed to at most ``limits.decompressed_limit(its size)`` bytes, any
+    file to at most ``max_file_bytes``: the bytes up to the cut are kept and ``failure`` says
+    so, as it does for a corrupt or truncated ``.gz`` (the bytes before the damage are kept).
+    ``lines``: the file is line-oriented, and each line longer than ``max_record_bytes`` is
+    blanked (line numbers stay) and listed in ``long_lines``. Raises ``OSError`` only when the
+    file cannot be opened or read at all.
     """
-    if path.suffix.lower() != ".gz":
-        return path.read_bytes()
-    data = _gunzip(path, MAX_GZIP_BYTES + 1)
-    if len(data) > MAX_GZIP_BYTES:
-        raise CorruptInputError(f"gzip file decompresses to more than {MAX_GZIP_BYTES:,} "
-                                "bytes: refused (split it, or raise MAX_GZIP_BYTES)")
-    return data
+    lim = limits or active_ingest()
+    gz = path.suffix.lower() == ".gz"
+    stored = path.stat().st_size
+    cap = lim.decompressed_limit(stored) if gz else lim.max_file_bytes
+    with open(path, "rb") as fh:
+        buf, failure = (_gunzip_capped(fh, cap) if gz else _read_capped(fh, cap))
+    if failure is None and len(buf) > cap:
+        del buf[cap:]
+        failure = _cut_message(gz, cap, stored, lim)
+    data = bytes(buf)
+    del buf
+    sha = hashlib.sha256(data)
+    size = len(data)
+    data, bad_text = to_utf8(data)
+    failure = failure or bad_text
+    long_lines: list[tuple[int, int, bytes]] = []
+    if lines and len(data) > lim.max_record_bytes:
+        data, long_lines = _blank_long_lines(data, lim.max_record_bytes, lim.quarantine_raw_max)
+    return Content(data, sha, size, failure, long_lines)
+
+
+def _read_capped(fh: BinaryIO, cap: int) -> tuple[bytearray, str | None]:
+    """Up to ``cap + 1`` bytes of a plain file (one more than the cap: it was cut)."""
+    buf = bytearray()
+    while len(buf) <= cap:
+        chunk = fh.read(min(CHUNK_BYTES, cap + 1 - len(buf)))
+        if not chunk:
+            break
+        buf += chunk
+    return buf, None
+
+
+def _gunzip_capped(fh: BinaryIO, cap: int) -> tuple[bytearray, str | None]:
+    """Up to ``cap + 1`` decompressed bytes of a gzip stream (members one after another), and
+    why it could not be read to its end; what was decompressed before damage is kept."""
+    buf = bytearray()
+    d = zlib.decompressobj(31)
+    fed = False  # the current member has had input
+    while len(buf) <= cap:
+        data = fh.read(CHUNK_BYTES)
+        if not data:
+            break
+        while data and len(buf) <= cap:
+            fed = True
+            try:
+                buf += d.decompress(data, cap + 1 - len(buf))
+            except zlib.error as exc:
+                if not buf and data[:2] != b"\x1f\x8b":
+                    return buf, (f"not a gzip file ({exc}): rename it without .gz if it is not "
+                                 "compressed")
+                return buf, (f"corrupt gzip file ({exc}): the {len(buf):,} bytes before the "
+                             "damage were read")
+            data = d.unconsumed_tail
+            if d.eof:  # the next member, if any (trailing zero padding is not one)
+                data = d.unused_data
+                d = zlib.decompressobj(31)
+                fed = False
+                if not data.strip(b"\0"):
+                    data = b""
+    if fed and not d.eof and len(buf) <= cap:
+        return buf, ("corrupt gzip file (truncated: it ends before its end-of-stream marker): "
+                     f"the {len(buf):,} bytes before the cut were read")
+    return buf, None
+
+
+def _cut_message(gz: bool, cap: int, stored: int, lim: IngestSettings) -> str:
+    if gz and cap < lim.max_file_bytes:
+        return (f"decompresses to more than {cap:,} bytes ({lim.max_decompressed_ratio} times "
+                f"its {stored:,} bytes; CKPTWATCH_MAX_DECOMPRESSED_RATIO): read up to there "
+                "only; split the file or raise the limit")
+    return (f"more than {cap:,} bytes{' decompressed' if gz else ''} (CKPTWATCH_MAX_FILE_BYTES): "
+            "read up to there only; split the file or raise the limit")
+
+
+def to_utf8(data: bytes) -> tuple[bytes, str | None]:
+    """``data`` without a UTF-8 byte order mark, or UTF-16 (by its mark) as UTF-8; with why
+    the UTF-16 could not be decoded (then the undecodable characters are replaced)."""
+    if data.startswith(codecs.BOM_UTF8):
+        return data[len(codecs.BOM_UTF8):], None
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16").encode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            text = data.decode("utf-16", errors="replace")
+            return text.encode("utf-8", "replace"), (
+                f"undecodable UTF-16 text ({exc.reason} at byte {exc.start:,})")
+    return data, None
+
+
+def _blank_long_lines(data: bytes, limit: int, keep: int) -> tuple[
+        bytes, list[tuple[int, int, bytes]]]:
+    """Each line of ``data`` over ``limit`` bytes replaced by an empty line (found by a scan
+    in C, never decoded); the lines' numbers, lengths and first ``keep`` bytes."""
+    found = [(m.start(), m.end()) for m in re.finditer(rb"(?m)^[^\n]{%d,}" % (limit + 1), data)]
+    if not found:
+        return data, []
+    out: list[bytes] = []
+    long_lines = []
+    at, line, counted = 0, 1, 0
+    for start, end in found:
+        line += data.count(b"\n", counted, start)
+        counted = start
+        long_lines.append((line, end - start, data[start:start + keep]))
+        out.append(data[at:start])
+        at = end
+    out.append(data[at:])
+    return b"".join(out), long_lines
+
+
+def read_bytes(path: Path) -> bytes:
+    """File content, decompressed when it ends in ``.gz``, within the limits.
+
+    Raises ``CorruptInputError`` (an OSError) when it cannot be read whole (``load``).
+    """
+    content = load(path, lines=False)
+    if content.failure:
+        raise CorruptInputError(content.failure)
+    return content.data
 
 
 def _gunzip(path: Path, limit: int) -> bytes:
-    """Up to ``limit`` decompressed bytes; CorruptInputError for a damaged stream."""
-    try:
-        with gzip.open(path, "rb") as fh:
-            return fh.read(limit)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        detail = str(exc) or type(exc).__name__
-        raise CorruptInputError(f"corrupt gzip file ({detail})") from exc
+    """Up to ``limit`` decompressed bytes (what a damaged stream held before the damage);
+    CorruptInputError when nothing of it can be read."""
+    with open(path, "rb") as fh:
+        buf, failure = _gunzip_capped(fh, limit)
+    if failure and not buf:
+        raise CorruptInputError(failure)
+    return bytes(buf[:limit])
 
 
 def table_for_columns(columns: Iterable[str]) -> str | None:
@@ -171,7 +321,7 @@ def classify(path: Path, rel: str) -> RawFile:
         if table is None or table == "nvme_smart":
             return RawFile(path, rel, "unknown", reason=f"Parquet columns {cols} match no table")
         return RawFile(path, rel, "tabular", table=table)
-    text = head.decode("utf-8", errors="replace")
+    text = to_utf8(head)[0].decode("utf-8", errors="replace")
     first = text.lstrip().split("\n", 1)[0].strip()
     if first.startswith("{"):
         obj = _json_or_none(first)
@@ -182,8 +332,9 @@ def classify(path: Path, rel: str) -> RawFile:
             if table:
                 return RawFile(path, rel, "tabular", table=table)
         # A whole-file JSON document: a tool output or DLIO stats.
-        try:
-            whole = _json_or_none(read_bytes(path))
+        try:  # a whole-file record is at most max_record_bytes: a bigger file is not one
+            small = path.stat().st_size <= active_ingest().max_record_bytes
+            whole = _json_or_none(read_bytes(path)) if small else None
         except READ_ERRORS:
             whole = None
         if whole is not None:
@@ -203,8 +354,9 @@ def classify(path: Path, rel: str) -> RawFile:
         if place in TOOL_PLACES:
             return _tool_or_unknown(path, rel, place, node)
         return RawFile(path, rel, "unknown", reason="JSON that matches no known input")
-    if "," in first:
-        table = table_for_columns(first.split(","))
+    sep = csv_delimiter(first)
+    if sep in first:
+        table = table_for_columns(first.split(sep))
         if table:
             return RawFile(path, rel, "tabular", table=table)
     lines = _json_lines_kind(path, rel, text, node)
@@ -270,11 +422,39 @@ def _refusal(path: Path, root: Path) -> str | None:
     return None
 
 
-def discover(raw_dir: Path) -> list[RawFile]:
+def is_lake(path: Path) -> bool:
+    """True when ``path`` is a ckptwatch lake (it holds ``_manifest/`` and ``_inflight/``)."""
+    return all((path / m).is_dir() for m in LAKE_MARKERS)
+
+
+def _walk(raw_dir: Path, lake: Path | None, lakes: list[Path]) -> list[Path]:
+    """Every entry under ``raw_dir`` as ``rglob("*")`` lists them, sorted, without hidden
+    names and without any lake (``lake``, or a directory ``is_lake``), which go to ``lakes``."""
+    lake_real = lake.resolve() if lake is not None else None
+    out: list[Path] = []
+    for top, dirs, files in os.walk(raw_dir):
+        keep = []
+        for d in sorted(dirs):
+            path = Path(top, d)
+            if d.startswith("."):
+                continue
+            if not path.is_symlink() and (is_lake(path) or path.resolve() == lake_real):
+                lakes.append(path)
+                continue
+            keep.append(d)
+            out.append(path)
+        dirs[:] = [d for d in keep if not Path(top, d).is_symlink()]
+        out += [Path(top, f) for f in files if not f.startswith(".")]
+    return sorted(out)
+
+
+def discover(raw_dir: Path, *, lake: Path | None = None,
+             notes: list[str] | None = None) -> list[RawFile]:
     """Every raw file under ``raw_dir`` (hidden files and dirs skipped), sorted by path.
 
     Each entry is classified; a file that cannot be classified, or must not be read (see the
-    module docstring), is listed with a reason, never skipped in silence.
+    module docstring), is listed with a reason, never skipped in silence. A lake under
+    ``raw_dir`` (``lake``, or any ckptwatch lake) is skipped; ``notes`` gets one line saying so.
     """
     if not raw_dir.exists():
         raise RawDirError(f"raw directory {raw_dir} does not exist")
@@ -283,11 +463,10 @@ def discover(raw_dir: Path) -> list[RawFile]:
     root = raw_dir.resolve()
     out = []
     trees: set[Path] = set()
-    for path in sorted(raw_dir.rglob("*")):
+    lakes: list[Path] = []
+    for path in _walk(raw_dir, lake, lakes):
         rel_parts = path.relative_to(raw_dir).parts
         rel = "/".join(rel_parts)
-        if any(p.startswith(".") for p in rel_parts):
-            continue
         if any(t in path.parents for t in trees):
             continue  # inside a sysfs tree: read as part of it
         refused = _refusal(path, root)
@@ -312,4 +491,8 @@ def discover(raw_dir: Path) -> list[RawFile]:
             out.append(RawFile(path, rel, "unknown", reason=(
                 f"could not be recognised ({type(exc).__name__}: {detail}); please report it "
                 "as a ckptwatch bug")))
+    if lakes and notes is not None:
+        names = ", ".join(f"{p.relative_to(raw_dir).as_posix()}/" for p in lakes)
+        notes.append(f"skipped {len(lakes)} ckptwatch lake(s) under the raw directory: {names} "
+                     "(a lake is never read as raw input; keep --lake outside RAW_DIR)")
     return out

@@ -4,6 +4,11 @@ Every kind of raw file (``discover.FileKind``) has one entry in ``READERS``: how
 loaded (a file, or a whole sysfs tree; ``refused`` files are never read) and how they are
 parsed. A file's identity (``file_key``) is its content, so that a copy under another name, or
 a rerun, is skipped instead of written twice.
+
+A file that cannot be read as a whole (``ParsedFile.failure``: corrupt or truncated
+compression, a file cut off at the size limit, undecodable text, a wrong structure, a reader
+bug, more rejected records than the quarantine keeps) is ``failed``: what was read of it goes
+to quarantine only, and it is not recorded in the manifest, so it is read again once fixed.
 """
 
 from __future__ import annotations
@@ -15,10 +20,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ckptwatch.errors import CorruptInputError, RecordError
-from ckptwatch.ingest.discover import FileKind, RawFile, read_bytes
+from ckptwatch.errors import RecordError
+from ckptwatch.ingest.discover import Content, FileKind, RawFile, load
+from ckptwatch.settings import active_ingest
 from ckptwatch.sources import mlperf
-from ckptwatch.sources.base import INPUT_ERRORS, Parsed, Reject, ToolContext, clip_raw, safe_text
+from ckptwatch.sources.base import (
+    INPUT_ERRORS,
+    Parsed,
+    Reject,
+    Rejects,
+    ToolContext,
+    clip_raw,
+    safe_text,
+)
 from ckptwatch.sources.envelope import (
     parse_tool_output,
     read_envelopes,
@@ -38,30 +52,39 @@ class ParsedFile:
     size_bytes: int
     parsed: Parsed
     already: bool = False
+    #: The file could not be read at all (nothing of it is written).
     error: str | None = None
+    #: The file could not be read whole: why (what was read goes to quarantine; ``failed``).
+    failure: str | None = None
 
 
 @dataclass(frozen=True)
 class Reader:
     """How one kind of raw file is read: its bytes (``load``; None: the file is never read) and
-    what they hold (``parse``, which raises ``RecordError`` for a malformed file)."""
+    what they hold (``parse``, which raises ``RecordError`` for a malformed file).
+    ``whole_record``: the file is one record (a bare tool output), so the record limit
+    applies to the whole file."""
 
     parse: Callable[[RawFile, bytes], Parsed]
-    load: Callable[[RawFile], bytes] | None
+    load: Callable[[RawFile], Content] | None
+    whole_record: bool = False
 
 
-def _file_bytes(raw: RawFile) -> bytes:
-    """The file's content, decompressed when it ends in ``.gz``."""
-    return read_bytes(raw.path)
+def _file_bytes(raw: RawFile) -> Content:
+    """The file's content (``discover.load``), lines over the record limit blanked in the
+    line-oriented formats (JSON Lines, CSV, envelopes)."""
+    lines = raw.kind == "envelope" or (raw.kind == "tabular" and raw.suffix != ".parquet")
+    return load(raw.path, lines=lines)
 
 
-def _sysfs_tree_bytes(raw: RawFile) -> bytes:
+def _sysfs_tree_bytes(raw: RawFile) -> Content:
     """A sysfs tree's identity: its counter files' paths and contents."""
     # Imported when first needed: importing a format module registers its parser, and the
     # order of registration is the order of detection (``sources.base.detect_tool``).
     from ckptwatch.sources.sysfs_ib import read_sysfs_tree
 
-    return json.dumps(read_sysfs_tree(raw.path), sort_keys=True).encode()
+    data = json.dumps(read_sysfs_tree(raw.path), sort_keys=True).encode()
+    return Content(data, hashlib.sha256(data), len(data))
 
 
 def _read_tabular(raw: RawFile, data: bytes) -> Parsed:
@@ -71,7 +94,27 @@ def _read_tabular(raw: RawFile, data: bytes) -> Parsed:
     if loader is None:
         raise RecordError(f"unsupported file type '{raw.suffix}' for {raw.table} "
                           f"(use .jsonl, .csv or .parquet)")
+    if raw.suffix == ".parquet":
+        _check_parquet_size(data)
     return canonicalise(loader(data, raw.table), raw.table, file_label=raw.rel)
+
+
+def _check_parquet_size(data: bytes) -> None:
+    """A Parquet file whose columns decode to more than the size limit (its footer says) is a
+    ``RecordError``: it is not decoded at all."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(pa.BufferReader(data))
+    except (OSError, ValueError, pa.ArrowException):
+        return  # unreadable: the loader says why
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    cap = active_ingest().decompressed_limit(len(data))
+    if size > cap:
+        raise RecordError(f"cannot read file: Parquet columns decode to {size:,} bytes, more "
+                          f"than the limit of {cap:,} (CKPTWATCH_MAX_DECOMPRESSED_RATIO, "
+                          "CKPTWATCH_MAX_FILE_BYTES): not read; split the file or raise it")
 
 
 def _read_envelopes(raw: RawFile, data: bytes) -> Parsed:
@@ -146,20 +189,24 @@ def _read_nothing(raw: RawFile, data: bytes) -> Parsed:
 READERS: dict[FileKind, Reader] = {
     "tabular": Reader(_read_tabular, _file_bytes),
     "envelope": Reader(_read_envelopes, _file_bytes),
-    "tool": Reader(_read_tool, _file_bytes),
+    "tool": Reader(_read_tool, _file_bytes, whole_record=True),
     "sysfs_tree": Reader(_read_sysfs_tree, _sysfs_tree_bytes),
-    "dlio": Reader(_read_dlio, _file_bytes),
+    "dlio": Reader(_read_dlio, _file_bytes, whole_record=True),
     "unknown": Reader(_read_unrecognised, _file_bytes),
     "refused": Reader(_read_refused, None),
     "ignored": Reader(_read_nothing, _file_bytes),
 }
 
 
-def file_key(data: bytes, raw: RawFile) -> str:
-    """Identity of a source file: its content, plus the node its path names (bare tool output)."""
-    h = hashlib.sha256(data)
+def file_key(content: Content, raw: RawFile) -> str:
+    """Identity of a source file: its content (decompressed), plus the node its path names
+    (bare tool output). A file not read whole is its own identity: what was read of it, and
+    that it was cut there (an empty file and a broken ``.gz`` read to nothing differ)."""
+    h = content.sha.copy()
     if raw.kind == "tool" and raw.node:  # surrogatepass: a directory name need not be UTF-8
         h.update(b"\0node=" + raw.node.encode("utf-8", "surrogatepass"))
+    if content.failure:
+        h.update(b"\0not read whole")
     return h.hexdigest()
 
 
@@ -172,9 +219,10 @@ def _unread_key(raw: RawFile) -> str:
 def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
     """Read and parse one raw file (skips the parse when its key is already in ``known``).
 
-    Never raises for what the file holds: a malformed record is a reject, a malformed file is
-    one reject for the whole file, and a failure of a parser itself (a bug that hostile input
-    found) is a reject too, saying so. Only an unreadable file is an ``error``.
+    Never raises for what the file holds: a malformed record is a reject; a file that cannot
+    be read whole (see the module docstring) is a ``failure`` with its reason as a reject,
+    beside whatever was read of it; a failure of a parser itself (a bug that hostile input
+    found) is such a failure too, saying so. Only a file that cannot be opened is an ``error``.
     """
     reader = READERS[raw.kind]
     if reader.load is None:  # never read: one quarantined record saying why
@@ -183,26 +231,68 @@ def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
             return ParsedFile(raw, key, 0, Parsed(), already=True)
         return ParsedFile(raw, key, 0, reader.parse(raw, b""))
     try:
-        data = reader.load(raw)
-    except CorruptInputError as exc:  # permanent: quarantined under the stored bytes' key
-        return _corrupt(raw, exc, known)
+        content = reader.load(raw)
     except (OSError, EOFError, ValueError) as exc:  # ValueError: a sysfs tree's bad names
         return ParsedFile(raw, "", 0, Parsed(),
                           error=safe_text(f"cannot read {raw.rel}: {exc}"))
-    key = file_key(data, raw)
+    key = file_key(content, raw)
     if known is not None and key in known:
-        return ParsedFile(raw, key, len(data), Parsed(), already=True)
+        return ParsedFile(raw, key, content.size, Parsed(), already=True)
+    limits = active_ingest()
+    failure = content.failure
+    data = content.data
     try:
-        parsed = reader.parse(raw, data)
+        if raw.kind == "unknown" and failure:
+            parsed = Parsed()  # the failure's own row says why: nothing else to say
+        elif reader.whole_record and len(data) > limits.max_record_bytes:
+            parsed = Parsed(rejects=[Reject(
+                f"the file is one record of {len(data):,} bytes, over the limit of "
+                f"{limits.max_record_bytes:,} (CKPTWATCH_MAX_RECORD_BYTES): not read", None,
+                clip_raw(data[:limits.quarantine_raw_max]), raw.table)])
+        else:
+            parsed = reader.parse(raw, data)
     except RecordError as exc:
-        parsed = Parsed(rejects=[Reject(exc.reason, exc.line, clip_raw(data), raw.table)])
+        parsed = Parsed(rejects=[Reject(exc.reason, exc.line,
+                                        clip_raw(data[:limits.quarantine_raw_max]), raw.table)])
+        failure = failure or exc.reason
     except INPUT_ERRORS as exc:
         detail = " ".join(str(exc).split())[:300]
-        parsed = Parsed(rejects=[Reject(
-            f"the {raw.kind} reader failed on this file ({type(exc).__name__}: {detail}); the "
-            "whole file is quarantined; please report it as a ckptwatch bug", None,
-            clip_raw(data), raw.table)])
-    return ParsedFile(raw, key, len(data), parsed)
+        reason = (f"the {raw.kind} reader failed on this file ({type(exc).__name__}: "
+                  f"{detail}); the whole file is quarantined; please report it as a ckptwatch "
+                  "bug")
+        parsed = Parsed(rejects=[Reject(reason, None,
+                                        clip_raw(data[:limits.quarantine_raw_max]), raw.table)])
+        failure = failure or reason
+    _add_limit_rejects(raw, content, parsed)
+    rejects = parsed.capped
+    if rejects.dropped:
+        failure = failure or (
+            f"{rejects.total:,} records rejected, more than the {rejects.cap:,} quarantine rows "
+            "kept per file (CKPTWATCH_MAX_QUARANTINE_ROWS): the rest of the file was only "
+            "counted")
+        rejects.cap += 1
+        rejects.append(Reject(
+            f"{rejects.dropped:,} more rejected record(s) of this file not kept: over the limit "
+            f"of {rejects.cap - 1:,} quarantine rows per file (CKPTWATCH_MAX_QUARANTINE_ROWS)",
+            None, None, raw.table))
+    if content.failure:
+        rejects.cap += 1
+        rejects.insert(0, Reject(f"cannot read file: {content.failure}", None, None, raw.table))
+    return ParsedFile(raw, key, content.size, parsed, failure=failure)
+
+
+def _add_limit_rejects(raw: RawFile, content: Content, parsed: Parsed) -> None:
+    """The lines ``load`` blanked (over the record limit) as rejects, in line order."""
+    if not content.long_lines:
+        return
+    limit = active_ingest().max_record_bytes
+    merged = [*parsed.rejects, *(Reject(
+        f"line is {length:,} bytes, over the limit of {limit:,} (CKPTWATCH_MAX_RECORD_BYTES): "
+        "not read", line, clip_raw(head), raw.table) for line, length, head in content.long_lines)]
+    merged.sort(key=lambda r: r.line or 0)
+    kept = Rejects(merged)
+    kept.dropped += parsed.capped.dropped
+    parsed.rejects = kept
 
 
 def content_key(raw: RawFile) -> str | None:
@@ -212,29 +302,11 @@ def content_key(raw: RawFile) -> str | None:
     files already in the lake and the second copy of content seen earlier in the run, exactly
     as the sequential run skips them.
     """
-    load = READERS[raw.kind].load
-    if load is None:
+    load_content = READERS[raw.kind].load
+    if load_content is None:
         return _unread_key(raw)
     try:
-        data = load(raw)
-    except CorruptInputError:
-        try:
-            data = raw.path.read_bytes()
-        except OSError:
-            return None
+        content = load_content(raw)
     except (OSError, EOFError, ValueError):
         return None
-    return file_key(data, raw)
-
-
-def _corrupt(raw: RawFile, exc: CorruptInputError, known: set[str] | None) -> ParsedFile:
-    """A file whose stored bytes cannot be decoded: one quarantined record, keyed by them."""
-    try:
-        stored = raw.path.read_bytes()
-    except OSError as err:
-        return ParsedFile(raw, "", 0, Parsed(), error=safe_text(f"cannot read {raw.rel}: {err}"))
-    key = file_key(stored, raw)
-    if known is not None and key in known:
-        return ParsedFile(raw, key, len(stored), Parsed(), already=True)
-    return ParsedFile(raw, key, len(stored), Parsed(rejects=[
-        Reject(f"cannot read file: {exc}", None, None, raw.table)]))
+    return file_key(content, raw)

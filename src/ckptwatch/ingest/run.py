@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from ckptwatch.ingest.discover import RawFile, discover
 from ckptwatch.ingest.read import parse_file
 from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_file
 from ckptwatch.lake.store import Lake
+from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 from ckptwatch.sources.base import safe_text
 
 
@@ -30,6 +31,8 @@ class IngestReport:
     files: list[FileResult]
     recovered: int
     elapsed_s: float
+    #: Remarks on the run as a whole (a lake skipped under the raw directory), shown once.
+    notes: list[str] = field(default_factory=list)
 
     def count(self, status: FileStatus) -> int:
         """Files with this status."""
@@ -52,15 +55,24 @@ class IngestReport:
 
 def ingest(raw_dir: Path, lake_root: Path, *,
            progress: Callable[[int, int, str], None] | None = None,
-           lock_wait_s: float = 600.0) -> IngestReport:
+           lock_wait_s: float = 600.0, limits: IngestSettings | None = None) -> IngestReport:
     """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``.
 
     Files are committed one at a time. A write failure (disk full, permission denied) stops the
     run with one ``LakeError`` naming the file; that file is rolled back and the files committed
-    before it stay, so a rerun finishes the job.
+    before it stay, so a rerun finishes the job. ``limits``: the input limits (default: the
+    built-in ones and the ``CKPTWATCH_MAX_*`` variables). The lake, when it lies under
+    ``raw_dir``, is not read (``IngestReport.notes`` says so).
     """
+    with using_ingest(limits or active_ingest()):
+        return _ingest(raw_dir, lake_root, progress, lock_wait_s)
+
+
+def _ingest(raw_dir: Path, lake_root: Path, progress: Callable[[int, int, str], None] | None,
+            lock_wait_s: float) -> IngestReport:
     t0 = time.monotonic()
-    files = discover(raw_dir)
+    notes: list[str] = []
+    files = discover(raw_dir, lake=lake_root, notes=notes)
     lake = Lake(lake_root)
     with lake.lock(wait_s=lock_wait_s):
         lake, recovered = prepare_lake(lake_root)
@@ -78,7 +90,8 @@ def ingest(raw_dir: Path, lake_root: Path, *,
             results.append(result)
             if result.status == "ingested":
                 known.add(pf.key)  # a second copy of this content later in the run is skipped
-    return IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0)
+    return IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0,
+                        notes=[safe_text(n) for n in notes])
 
 
 def run_stopped(exc: LakeError, raw: RawFile, done: list[FileResult]) -> LakeError:

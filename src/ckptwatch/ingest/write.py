@@ -1,7 +1,15 @@
-"""Write one parsed raw file into the lake as one transaction (journal, parts, manifest)."""
+"""Write one parsed raw file into the lake as one transaction (journal, parts, manifest).
+
+A file that could not be read whole (``ParsedFile.failure``) is ``failed``: its rejects and
+the records read from it go to quarantine only (a record as its canonical values in JSON,
+with a reason saying so; at most ``max_quarantine_rows`` of them), and no manifest entry is
+written, so the next run reads the file again. Its quarantine parts are named by its key and
+day, so a rerun on the same day replaces them instead of adding rows.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -11,8 +19,9 @@ import polars as pl
 
 from ckptwatch.ingest.read import ParsedFile
 from ckptwatch.lake.schema import QUARANTINE, TABLES
-from ckptwatch.lake.store import Lake, ManifestEntry
-from ckptwatch.sources.base import safe_text
+from ckptwatch.lake.store import INFLIGHT_DIR, Lake, ManifestEntry
+from ckptwatch.settings import active_ingest
+from ckptwatch.sources.base import Reject, clip_raw, safe_text
 
 #: What happened to one raw file: ``ingested``, ``skipped`` (already in the lake), ``ignored``
 #: (not telemetry) or ``failed`` (could not be read; ``FileResult.error`` says why).
@@ -47,6 +56,8 @@ def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
         return FileResult(rel_text, "skipped")
     prov = {"source_file": pl.lit(rel_text), "ingested_ts": pl.lit(ingested_ts).cast(
         pl.Datetime("us", "UTC"))}
+    if pf.failure:
+        return _write_failed(lake, pf, rel_text, prov)
     planned: list[tuple[str, str, pl.DataFrame]] = []
     rows: dict[str, int] = {}
     for table, frames in sorted(pf.parsed.frames.items()):
@@ -56,15 +67,7 @@ def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
             planned.append((table, rel, part))
     rejects = pf.parsed.rejects
     if rejects:
-        q = pl.DataFrame(
-            {
-                "table": [r.table or raw.table for r in rejects],
-                "line": [r.line for r in rejects],
-                "reason": [safe_text(r.reason) for r in rejects],
-                "raw": [None if r.raw is None else safe_text(r.raw) for r in rejects],
-            },
-            schema={"table": pl.String, "line": pl.Int64, "reason": pl.String, "raw": pl.String},
-        ).with_columns(**prov)
+        q = _quarantine_frame(rejects, raw.table).with_columns(**prov)
         for rel, part in lake.plan_parts(pf.key, QUARANTINE, q):
             planned.append((QUARANTINE.name, rel, part))
     parts = [rel for _, rel, _ in planned]
@@ -83,6 +86,64 @@ def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
     if not rows and not rejects:
         notes.append(f"{rel_text}: no records in this file")
     return FileResult(rel_text, "ingested", rows=rows, quarantined=len(rejects), notes=notes)
+
+
+def _quarantine_frame(rejects: list[Reject], table: str | None) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "table": [r.table or table for r in rejects],
+            "line": [r.line for r in rejects],
+            "reason": [safe_text(r.reason) for r in rejects],
+            "raw": [None if r.raw is None else safe_text(r.raw) for r in rejects],
+        },
+        schema={"table": pl.String, "line": pl.Int64, "reason": pl.String, "raw": pl.String},
+    )
+
+
+def _kept_records(pf: ParsedFile, room: int) -> list[Reject]:
+    """The records read from a failed file, as quarantine rows (canonical values as JSON), at
+    most ``room`` of them, and one row counting the rest."""
+    out: list[Reject] = []
+    more = 0
+    why = (f"read from a file that failed ({pf.failure}): not ingested; it is when the file "
+           "is fixed and ingested again")
+    for table, frames in sorted(pf.parsed.frames.items()):
+        for frame in frames:
+            take = frame.head(max(room - len(out), 0))
+            more += frame.height - take.height
+            if take.height:
+                raws = take.select(pl.struct(pl.all()).struct.json_encode()).to_series()
+                out += [Reject(safe_text(why), None, clip_raw(r), table) for r in raws]
+    if more:
+        out.append(Reject(f"{more:,} more record(s) read from this failed file not kept "
+                          "(CKPTWATCH_MAX_QUARANTINE_ROWS); they are ingested when the file is "
+                          "fixed", None, None, None))
+    return out
+
+
+def _write_failed(lake: Lake, pf: ParsedFile, rel_text: str,
+                  prov: dict[str, pl.Expr]) -> FileResult:
+    """A file that could not be read whole: quarantine only, no manifest entry (see the module
+    docstring); journalled like any write, so a killed run leaves nothing of it."""
+    rejects = [*pf.parsed.rejects, *_kept_records(pf, active_ingest().max_quarantine_rows)]
+    # Parts named by content and path: two copies of a broken file each keep their rows.
+    key = hashlib.sha256(f"{pf.key}\0failed\0{rel_text}".encode()).hexdigest()
+    planned = [(rel, part) for rel, part in lake.plan_parts(
+        key, QUARANTINE, _quarantine_frame(rejects, pf.raw.table).with_columns(**prov))]
+    parts = [rel for rel, _ in planned]
+    try:
+        lake.begin(key, parts)
+        for rel, part in planned:
+            lake.write_part(rel, QUARANTINE, part)
+        (lake.root / INFLIGHT_DIR / f"{key}.json").unlink()
+    except BaseException:  # noqa: BLE001 - roll back on anything, Ctrl-C included, re-raise
+        lake.rollback(key, parts)
+        raise
+    notes = [safe_text(n) for n in pf.parsed.notes]
+    return FileResult(rel_text, "failed", quarantined=len(rejects), notes=notes,
+                      error=safe_text(f"{pf.failure} (kept in quarantine: {len(rejects)} "
+                                      "row(s); not recorded as ingested, so the next run reads "
+                                      "it again)"))
 
 
 def prepare_lake(lake_root: Path) -> tuple[Lake, int]:

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -145,6 +146,12 @@ class Lake:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
 
+    def _check_root(self) -> None:
+        """A lake path that exists must be a directory (a regular file there is a typo)."""
+        if self.root.exists() and not self.root.is_dir():
+            raise LakeError(f"--lake {self.root} is a file, not a directory: name a directory "
+                            "(it is created if missing)")
+
     # -- layout -------------------------------------------------------------------------
     def table_dir(self, table: str) -> Path:
         """Directory of one table."""
@@ -170,6 +177,7 @@ class Lake:
         ``_manifest/`` is made last: ``exists()`` (what queries check) is then true only for a
         lake whose every table can be read, even if a first run was killed during ``init``.
         """
+        self._check_root()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / INFLIGHT_DIR).mkdir(exist_ok=True)
@@ -194,26 +202,35 @@ class Lake:
         """Exclusive lock for writers. A killed holder's lock is released by the kernel.
 
         The lock is an ``flock`` on ``LAKE/.lock``; the file's text (who holds it) is only for
-        the error message, so a stale file left by a killed run blocks nothing.
+        the messages, so a stale file left by a killed run blocks nothing. A run that has to
+        wait says so once on stderr (who holds the lock, how long it waits at most).
         """
         path = self.root / LOCK_FILE
+        self._check_root()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise _os_error(exc, path) from exc
         deadline = time.monotonic() + wait_s
+        told = False
         try:
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
+                    holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
                     if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
                         raise LakeLockedError(
                             f"lake {self.root} is locked by another run ({holder or 'unknown'});"
                             f" waited {wait_s:.0f} s — retry when it finishes") from None
+                    if not told:  # once: a wait of up to wait_s is not silent
+                        told = True
+                        sys.stderr.write(f"ckptwatch: lake {self.root} is locked by another run "
+                                         f"({holder or 'unknown'}); waiting up to {wait_s:g} s "
+                                         "for it to finish\n")
+                        sys.stderr.flush()
                     time.sleep(0.2)
             with contextlib.suppress(OSError):  # who holds it: informative only (disk full)
                 os.ftruncate(fd, 0)

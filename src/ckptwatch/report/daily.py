@@ -6,7 +6,8 @@
   (:mod:`ckptwatch.report.plots`) and embeds them as base64 PNG, so the HTML is one file that
   opens anywhere;
 - :func:`write_report` writes ``LAKE/reports/<YYYY-MM-DD>/report.{html,json}`` and copies both
-  to ``LAKE/reports/latest/``.
+  to ``LAKE/reports/latest/`` when the day has checkpoints and is not older than the day
+  ``latest/`` holds (a rerun of an older or an empty day leaves ``latest/`` as it is).
 
 :func:`daily_report` does the three in one call (the nightly flow's report task). The nightly
 run keeps a JSON Lines file of every alert it sends in ``LAKE/reports/alerts.jsonl`` unless the
@@ -46,6 +47,8 @@ class ReportFiles:
     json: Path
     latest_html: Path
     latest_json: Path
+    #: Why ``latest/`` was left as it was (``None``: this report is in it now).
+    latest_kept: str | None = None
 
 
 def reports_dir(lake_root: Path | str) -> Path:
@@ -64,16 +67,34 @@ def nightly_settings(settings: Settings, lake_root: Path | str) -> Settings:
 
 def write_report(lake_root: Path | str, report: Mapping[str, Any], page: str) -> ReportFiles:
     """Write ``LAKE/reports/<date>/report.{html,json}`` and copies in ``LAKE/reports/latest``
-    (copies, not a symlink: the lake may be synced to storage without links). Atomic."""
+    (copies, not a symlink: the lake may be synced to storage without links). Atomic.
+
+    ``latest/`` is the newest day with checkpoints: a report of a day without any, or of a
+    day older than the one ``latest/`` holds, is written to its own folder only
+    (:attr:`ReportFiles.latest_kept` says why)."""
     base = reports_dir(lake_root)
     data = (json.dumps(report, indent=1, sort_keys=False) + "\n").encode()
     text = page.encode()
     day_dir, latest = base / str(report["date"]), base / LATEST
-    for folder in (day_dir, latest):
+    kept = latest_kept(report, latest)
+    for folder in (day_dir,) if kept else (day_dir, latest):
         atomic_write_bytes(folder / "report.json", data)
         atomic_write_bytes(folder / "report.html", text)
     return ReportFiles(day_dir / "report.html", day_dir / "report.json",
-                       latest / "report.html", latest / "report.json")
+                       latest / "report.html", latest / "report.json", kept)
+
+
+def latest_kept(report: Mapping[str, Any], latest: Path) -> str | None:
+    """Why ``report`` must not replace the one in ``latest`` (``None``: it may): its day has no
+    checkpoints, or ``latest`` holds a newer day. An unreadable ``latest`` is replaced."""
+    day = str(report["date"])
+    if not report.get("summary", {}).get("checkpoints"):
+        return f"{day} has no checkpoints"
+    try:
+        held = str(json.loads((latest / "report.json").read_text())["date"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return f"it holds {held}, newer than {day}" if held > day else None
 
 
 def daily_report(lake_root: Path | str, *, day: date | None, findings: StallFindings,

@@ -29,6 +29,7 @@ from ckptwatch.errors import CkptwatchError, ConfigError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
 from ckptwatch.planning.measure import MEASUREMENT_VIEWS
+from ckptwatch.safetext import shell_command
 from ckptwatch.settings import Settings, redact
 
 if TYPE_CHECKING:
@@ -109,8 +110,8 @@ def _stall_entry(stall: StallRecord, lake_root: Path) -> dict[str, Any]:
         "cause": rec["cause"], "score": top["score"], "evidence": list(top["evidence"]),
         "causes": [{"cause": c["cause"], "score": c["score"], "supported": c["supported"],
                     "evidence": list(c["evidence"])} for c in rec["causes"]],
-        "postmortem": (f"ckptwatch postmortem --lake {lake_root} --job {rec['job_id']} "
-                       f"--step {int(rec['step'])}"),
+        "postmortem": shell_command(["ckptwatch", "postmortem", "--lake", lake_root,
+                                     "--job", rec["job_id"], "--step", int(rec["step"])]),
     }
 
 
@@ -190,7 +191,7 @@ def plan_verdict(lake_root: Path | str, job_id: str, *,
     from ckptwatch.planning.model import PARAMETERS, PlanInputs
     from ckptwatch.planning.sweep import make_plan, sweep
 
-    command = f"ckptwatch plan --from-lake {lake_root} --job {job_id}"
+    command = shell_command(["ckptwatch", "plan", "--from-lake", lake_root, "--job", job_id])
     try:
         m = measure_from_lake(lake_root, job_id, con=con)
         inputs = calibrate(PlanInputs(), m)
@@ -261,7 +262,8 @@ def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
     return {
         "rows": rows, "quarantined": rows.get("quarantine", 0),
         "quarantine_by_file": by_file.to_dicts(),
-        "quarantine_query": f'ckptwatch sql --lake {lake_root} "{QUARANTINE_SQL}"',
+        "quarantine_query": shell_command(["ckptwatch", "sql", "--lake", lake_root,
+                                           QUARANTINE_SQL]),
         "days": days.to_dicts(), "ingest": ingest_facts,
     }
 

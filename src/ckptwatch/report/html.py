@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ckptwatch.safetext import shell_command
+
 #: The lake tables of the data section, in the order shown.
 TABLES = ("checkpoint_writes", "jobs", "nvme_smart", "fabric_counters", "pool_metrics",
           "topology", "quarantine")
@@ -215,8 +217,9 @@ def _plans_html(r: Mapping[str, Any]) -> str:
                     "checkpoint every", "lost per failure · overhead", "current tier",
                     "verdict flips at"], rows)
             + '<p class="small">Model defaults for failure rates, restart and bandwidths of '
-            'the tier not measured; details and sweeps: <code>ckptwatch plan --from-lake '
-            f'{_e(r["lake"])} --job JOB</code> (docs/planning.md).</p>')
+            'the tier not measured; details and sweeps: <code>'
+            f'{_e(shell_command(["ckptwatch", "plan", "--from-lake", r["lake"]]))} --job JOB'
+            '</code> (docs/planning.md).</p>')
 
 
 def _data_html(r: Mapping[str, Any]) -> str:

@@ -4,12 +4,19 @@
 Python's kernel (papermill-style: the values are injected in a cell after the one tagged
 ``parameters``, :func:`inject_parameters`) and exports it as one self-contained HTML file with
 nbconvert. The data it shows is :mod:`ckptwatch.report.postmortem`.
+
+The kernel's connection file and IPC sockets live in a temporary directory of their own (not
+the working directory, not the Jupyter runtime directory), so the post-mortem runs from a
+read-only directory. The HTML goes where the caller says (:func:`default_output`: a name made
+of ``[A-Za-z0-9._-]`` only, in the working directory), in a directory that must exist.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +25,7 @@ from typing import Any
 
 from ckptwatch.errors import NotebookError
 from ckptwatch.report.postmortem import open_stall
+from ckptwatch.safetext import escape_controls, safe_file_part
 from ckptwatch.settings import notebook_path
 
 #: Default notebook (``ckptwatch postmortem --notebook`` overrides).
@@ -77,9 +85,32 @@ def _cell_title(cell: Any) -> str:
     return "(empty cell)"
 
 
-def _this_python_kernel() -> Any:
+def default_output(job: str, step: int) -> Path:
+    """``postmortem-JOB-STEP.html`` in the working directory, whatever the job id holds: JOB
+    reduced to ``[A-Za-z0-9._-]`` (:func:`ckptwatch.safetext.safe_file_part`), so the name is
+    one path component that cannot leave the directory."""
+    return Path(f"postmortem-{safe_file_part(job)}-{int(step)}.html")
+
+
+def check_target(path: Path, what: str) -> None:
+    """Raise :class:`NotebookError` unless ``path`` can be written: its directory exists (it
+    is not created), is a directory and is writable, and ``path`` is not a directory."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise NotebookError(f"cannot write {path}: directory {folder} does not exist (create "
+                            f"it first, or choose another {what})")
+    if path.is_dir():
+        raise NotebookError(f"cannot write {path}: it is a directory (choose a file name "
+                            f"for {what})")
+    if not os.access(folder, os.W_OK):
+        raise NotebookError(f"cannot write {path}: directory {folder.absolute()} is not "
+                            f"writable (choose another {what})")
+
+
+def _this_python_kernel(runtime_dir: Path) -> Any:
     """A kernel manager for this interpreter (the one ckptwatch is installed in), whatever
-    kernelspecs the machine has."""
+    kernelspecs the machine has, with its connection file and IPC sockets in
+    ``runtime_dir``."""
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
 
@@ -90,14 +121,14 @@ def _this_python_kernel() -> Any:
                               display_name="Python (ckptwatch)", language="python")
 
     return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_ThisPython(),
-                              transport="ipc")
+                              transport="ipc", connection_file=str(runtime_dir / "kernel.json"),
+                              ip=str(runtime_dir / "kernel-ipc"))
 
 
 def _write_notebook(nb: Any, path: Path) -> None:
     import nbformat
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, path)
     except OSError as exc:
         raise NotebookError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -115,17 +146,29 @@ def execute_notebook(lake: Path | str, job: str, step: int | None, out_html: Pat
                      progress: Callable[[str], None] | None = None) -> NotebookRun:
     """Run the post-mortem notebook for one stall and write it as self-contained HTML.
 
-    The stall is checked first (a wrong step fails fast with the job's stalls). ``progress``
-    gets one line per code cell (default: stderr). ``executed_path`` also keeps the executed
-    ``.ipynb``. Raises :class:`NotebookError` when a cell fails, naming it.
+    The stall and the output paths are checked first (a wrong step fails fast with the job's
+    stalls; a missing directory is not created). ``progress`` gets one line per code cell
+    (default: stderr; control characters escaped). ``executed_path`` also keeps the executed
+    ``.ipynb``. Raises :class:`NotebookError` when a cell fails, naming it, or when the kernel
+    cannot run.
     """
     import nbformat
+    import zmq
     from jinja2 import DictLoader
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
     from nbconvert import HTMLExporter
 
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    def say(line: str) -> None:
+        line = escape_controls(line)
+        if progress is None:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            progress(line)
+
+    check_target(out_html, "--out")
+    if executed_path is not None:
+        check_target(executed_path, "--save-notebook")
     lake = Path(lake).resolve()
     case = open_stall(lake, job, step)  # fail fast, and resolve the worst stall
     step = case.step
@@ -152,11 +195,18 @@ def execute_notebook(lake: Path | str, job: str, step: int | None, out_html: Pat
     t0 = time.monotonic()
     say(f"postmortem {job} step {step}: starting a kernel and running {len(code)} cells of "
         f"{path.name}…")
-    client = NotebookClient(nb, km=_this_python_kernel(), timeout=int(timeout_s),
-                            resources={"metadata": {"path": str(Path.cwd())}},
-                            on_cell_start=on_start, on_cell_executed=on_done)
     try:
-        client.execute(cleanup_kc=True)  # shut the kernel down now (we made its manager)
+        runtime = tempfile.TemporaryDirectory(prefix="ckptwatch-kernel-")
+    except OSError as exc:
+        raise NotebookError(f"cannot make a temporary directory for the notebook kernel: "
+                            f"{exc.strerror or exc} (set TMPDIR to a writable directory)") from None
+    try:
+        with runtime:
+            client = NotebookClient(nb, km=_this_python_kernel(Path(runtime.name)),
+                                    timeout=int(timeout_s),
+                                    resources={"metadata": {"path": str(Path.cwd())}},
+                                    on_cell_start=on_start, on_cell_executed=on_done)
+            client.execute(cleanup_kc=True)  # shut the kernel down now (we made its manager)
     except CellExecutionError as exc:
         where = ""
         if current and current[0] in code:
@@ -166,8 +216,13 @@ def execute_notebook(lake: Path | str, job: str, step: int | None, out_html: Pat
             _write_notebook(nb, executed_path)
         see = (f"the traceback is in {executed_path}" if executed_path is not None
                else "--save-notebook FILE.ipynb keeps the traceback")
-        raise NotebookError(f"the notebook failed{where} for {job} step {step}: "
-                            f"{exc.ename}: {exc.evalue} ({see})") from None
+        raise NotebookError(escape_controls(f"the notebook failed{where} for {job} step {step}: "
+                                            f"{exc.ename}: {exc.evalue} ({see})")) from None
+    except (OSError, RuntimeError, zmq.ZMQError) as exc:  # no kernel (dead, cannot start, no
+        # socket), a cell over its timeout
+        raise NotebookError(escape_controls(
+            f"the notebook kernel failed for {job} step {step}: {type(exc).__name__}: "
+            f"{exc}")) from None
     if executed_path is not None:
         _write_notebook(nb, executed_path)
     exporter = HTMLExporter(extra_loaders=[DictLoader({"ckptwatch.html.j2": _TEMPLATE})],
@@ -176,7 +231,6 @@ def execute_notebook(lake: Path | str, job: str, step: int | None, out_html: Pat
     html, _ = exporter.from_notebook_node(
         nb, resources={"metadata": {"name": f"Stall post-mortem: {job} step {step}"}})
     try:
-        out_html.parent.mkdir(parents=True, exist_ok=True)
         out_html.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise NotebookError(f"cannot write {out_html}: {exc.strerror or exc}") from None

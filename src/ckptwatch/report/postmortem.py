@@ -31,6 +31,7 @@ import polars as pl
 from ckptwatch.analysis.findings import StallRecord
 from ckptwatch.errors import StallNotFoundError
 from ckptwatch.lake.query import connect, run_sql
+from ckptwatch.safetext import escape_controls
 
 #: The phases of a rank's checkpoint write, in the order they happen.
 PHASES = ("open", "write", "fsync", "close")
@@ -96,6 +97,19 @@ def worst_stall(stalls: Sequence[StallRecord]) -> StallRecord:
     return max(stalls, key=lambda r: (r.barrier_s, r.ratio_to_baseline or 0.0))
 
 
+def unknown_job(con: duckdb.DuckDBPyConnection, lake: Path | str, job: str) -> str | None:
+    """None when the lake has checkpoints of ``job``; else the message that says it has not,
+    naming up to ten jobs it has (control characters escaped: it is printed)."""
+    known = run_sql(con, "select count(*) as n from checkpoint_latency where job_id = $job",
+                    {"job": job})["n"][0]
+    if known:
+        return None
+    jobs = run_sql(con, "select distinct job_id from checkpoint_latency order by 1 "
+                   "limit 10")["job_id"].to_list()
+    return escape_controls(f"job {job!r} has no checkpoints in {lake} (jobs there: "
+                           f"{', '.join(jobs) or 'none'})")
+
+
 def open_stall(lake: Path | str, job: str, step: int | None = None, *,
                con: duckdb.DuckDBPyConnection | None = None) -> StallCase:
     """Connect to the lake and find the stall ``job``/``step`` (``step`` None: the worst one).
@@ -109,22 +123,20 @@ def open_stall(lake: Path | str, job: str, step: int | None = None, *,
     model = load_default_model()
     reports = attribute_stalls(con, job=job, model=model).stalls
     if not reports:
-        known = run_sql(con, "select count(*) as n from checkpoint_latency where job_id = $job",
-                        {"job": job})["n"][0]
-        if not known:
-            jobs = run_sql(con, "select distinct job_id from checkpoint_latency order by 1 "
-                           "limit 10")["job_id"].to_list()
-            raise StallNotFoundError(f"job {job!r} has no checkpoints in {lake} (jobs there: "
-                                     f"{', '.join(jobs) or 'none'})")
-        raise StallNotFoundError(f"job {job!r} has no stall in {lake}: nothing to post-mortem "
-                                 "(`ckptwatch stalls` lists every stall)")
+        unknown = unknown_job(con, lake, job)
+        if unknown:
+            raise StallNotFoundError(unknown)
+        raise StallNotFoundError(escape_controls(
+            f"job {job!r} has no stall in {lake}: nothing to post-mortem (`ckptwatch stalls` "
+            "lists every stall)"))
     if step is None:
         return StallCase(con, Path(lake), worst_stall(reports), model is not None)
     rec = next((r for r in reports if r.step == int(step)), None)
     if rec is None:
         steps = ", ".join(str(r.step) for r in reports[:20])
-        raise StallNotFoundError(f"job {job} step {step} is not a stall (stalls of this job: "
-                                 f"{steps}); omit --step for the worst one")
+        raise StallNotFoundError(escape_controls(
+            f"job {job} step {step} is not a stall (stalls of this job: {steps}); omit "
+            "--step for the worst one"))
     return StallCase(con, Path(lake), rec, model is not None)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from ckptwatch.errors import RecordError
-from ckptwatch.settings import INGEST
+from ckptwatch.settings import INGEST, active_ingest
 
 #: Errors a parser or reader may raise on hostile input besides ``RecordError``: caught at the
 #: file boundary (``parse_tool_output``, ``ingest.parse_file``) and turned into a quarantined
@@ -73,9 +73,11 @@ def load_json(text: str | bytes, *, one_line: bool = False) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        where = (f"at column {exc.colno}" if one_line
-                 else f"at line {exc.lineno} column {exc.colno}")
-        raise RecordError(f"invalid JSON ({exc.msg} {where})") from exc
+        where = (f"column {exc.colno}" if one_line
+                 else f"line {exc.lineno} column {exc.colno}")
+        # json's own message may end in "at" ("Unterminated string starting at"): no "at at"
+        at = "" if exc.msg.endswith(" at") else "at "
+        raise RecordError(f"invalid JSON ({exc.msg} {at}{where})") from exc
     except RecursionError as exc:
         raise RecordError("invalid JSON (nested too deeply to read)") from exc
     except ValueError as exc:  # over-long integers; undecodable bytes (UnicodeDecodeError)
@@ -95,14 +97,70 @@ class Reject:
     table: str | None = None
 
 
+class Rejects(list[Reject]):
+    """One file's rejected records: at most ``cap`` kept (default: the active
+    ``max_quarantine_rows``), the rest only counted in ``dropped``, so that a file of a
+    million bad lines costs no more memory than one of a thousand."""
+
+    def __init__(self, items: Iterable[Reject] = (), cap: int | None = None) -> None:
+        super().__init__()
+        self.cap = active_ingest().max_quarantine_rows if cap is None else cap
+        self.dropped = 0
+        self.extend(items)
+
+    def append(self, item: Reject) -> None:
+        """Keep ``item`` while there is room, else count it."""
+        if len(self) < self.cap:
+            super().append(item)
+        else:
+            self.dropped += 1
+
+    def extend(self, items: Iterable[Reject]) -> None:
+        """Append each of ``items`` (and count what another ``Rejects`` dropped)."""
+        for item in items:
+            self.append(item)
+        if isinstance(items, Rejects):
+            self.dropped += items.dropped
+
+    @property
+    def room(self) -> int:
+        """How many more are kept."""
+        return max(self.cap - len(self), 0)
+
+    @property
+    def total(self) -> int:
+        """Kept and dropped."""
+        return len(self) + self.dropped
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled for Prefect/Dask as it is
+        return (_rebuild_rejects, (list(self), self.cap, self.dropped))
+
+
+def _rebuild_rejects(items: list[Reject], cap: int, dropped: int) -> Rejects:
+    out = Rejects(items, cap=max(cap, len(items)))
+    out.cap, out.dropped = cap, dropped
+    return out
+
+
 @dataclass
 class Parsed:
-    """Canonical rows per table (without provenance columns) plus rejected records."""
+    """Canonical rows per table (without provenance columns) plus rejected records (at most
+    ``max_quarantine_rows`` kept: ``Rejects``)."""
 
     frames: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
-    rejects: list[Reject] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=Rejects)
     #: Non-fatal remarks about the input (e.g. extra columns ignored), shown in the summary.
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rejects, Rejects):
+            self.rejects = Rejects(self.rejects)
+
+    @property
+    def capped(self) -> Rejects:
+        """The rejects as ``Rejects`` (room, dropped)."""
+        assert isinstance(self.rejects, Rejects)
+        return self.rejects
 
     def add(self, table: str, frame: pl.DataFrame) -> None:
         """Append rows for ``table`` (skipped when empty)."""
@@ -124,6 +182,15 @@ class Parsed:
     def rows(self, table: str) -> int:
         """Row count for ``table``."""
         return sum(f.height for f in self.frames.get(table, []))
+
+
+def field_limit_checks(columns: Sequence[str], limit: int) -> list[tuple[pl.Expr, pl.Expr]]:
+    """Per text column: (true where its value has more than ``limit`` characters, the reason:
+    "job_id is 300 characters, over the limit of 256 (CKPTWATCH_MAX_FIELD_CHARS)")."""
+    return [(pl.col(c).str.len_chars().fill_null(0) > limit,
+             pl.format("{} is {} characters, over the limit of {} (CKPTWATCH_MAX_FIELD_CHARS)",
+                       pl.lit(c), pl.col(c).str.len_chars(), pl.lit(limit)))
+            for c in columns]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import polars as pl
 
 from ckptwatch.errors import RecordError
 from ckptwatch.lake.schema import PROVENANCE, TABLES
-from ckptwatch.settings import INGEST
+from ckptwatch.settings import INGEST, active_ingest
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import (
     BULK_PARSERS,
@@ -159,24 +159,35 @@ def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None
 
 def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
     """Reject the rows of a typed frame (``_typed_frame``'s columns) that ``rows_to_frames``
-    rejects, with the same reasons, and add the rest."""
+    rejects, with the same reasons, and add the rest. A text value over the field limit
+    (``max_field_chars``) rejects its row too."""
     schema = _row_schema(table)
     required = [f.name for f in TABLES[table].schema
                 if not f.nullable and f.name in schema]
     floats = [c for c, t in schema.items() if t == pl.Float64]
     times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
+    texts = [c for c, t in schema.items() if t == pl.String]
+    limit = active_ingest().max_field_chars
     missing = pl.any_horizontal([pl.col(c).is_null() for c in required])
     non_finite = pl.any_horizontal([~pl.col(c).is_finite() for c in floats]) \
         if floats else pl.lit(False)
     years = pl.any_horizontal([
         (pl.col(c).dt.year() < INGEST.min_year) | (pl.col(c).dt.year() > INGEST.max_year)
         for c in times]) if times else pl.lit(False)
-    bad = df.select(missing | non_finite.fill_null(False) | years.fill_null(False)).to_series()
+    long = pl.any_horizontal([pl.col(c).str.len_chars().fill_null(0) > limit for c in texts]) \
+        if texts else pl.lit(False)
+    bad = df.select(missing | non_finite.fill_null(False) | years.fill_null(False)
+                    | long).to_series()
     if not bad.any():
         out.add(table, df.drop("__line"))
         return
-    for row in df.filter(bad).iter_rows(named=True):
-        what = row.get("metric") or row.get("counter") or ""
+    flagged = df.filter(bad)
+    shown = flagged.head(out.capped.room)  # the rest only counted: memory stays bounded
+    out.capped.dropped += flagged.height - shown.height
+    for row in shown.iter_rows(named=True):
+        what = str(row.get("metric") or row.get("counter") or "")
+        if len(what) > limit:
+            what = what[:40] + "…"
         problems = []
         cols = ", ".join(c for c in required if row[c] is None)
         if cols:
@@ -190,6 +201,11 @@ def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
             if v is not None and not INGEST.min_year <= v.year <= INGEST.max_year:
                 problems.append(f"{c} {v.isoformat()} is outside the plausible years "
                                 f"{INGEST.min_year}-{INGEST.max_year}")
+        for c in texts:
+            v = row[c]
+            if v is not None and len(v) > limit:
+                problems.append(f"{c} is {len(v)} characters, over the limit of {limit} "
+                                "(CKPTWATCH_MAX_FIELD_CHARS)")
         out.rejects.append(Reject(
             f"{table} row {what!s} {'; '.join(problems)}".replace("  ", " "),
             row["__line"], None, table))

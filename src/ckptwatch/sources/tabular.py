@@ -24,12 +24,14 @@ from ckptwatch.lake.schema import (
     TABLES,
     TIERS,
 )
-from ckptwatch.settings import INGEST
+from ckptwatch.settings import INGEST, active_ingest
 from ckptwatch.sources.base import (
     PanicException,
     Parsed,
     Reject,
+    Rejects,
     clip_raw,
+    field_limit_checks,
     load_json,
     safe_text,
 )
@@ -37,6 +39,8 @@ from ckptwatch.sources.coerce import coerce_series
 
 LINE = "__line"
 RAW = "__raw"
+#: How much of a CSV the delimiter is detected from (its first line within it).
+HEADER_BYTES = 1 << 16
 
 #: Raw column names accepted for a canonical column (first is the contract's name).
 ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -77,12 +81,30 @@ def _jsonable(v: Any) -> Any:
     return v if v is None or isinstance(v, int | float | bool) else safe_text(json.dumps(v))
 
 
+def _json_array(lines: list[str]) -> bool:
+    """True when the text is one JSON array (not JSON Lines): its first non-blank line opens
+    an array that the line does not close, or it is the file's one line and an array."""
+    filled = (ln.strip() for ln in lines if ln.strip())
+    first = next(filled, "")
+    if not first.startswith("["):
+        return False
+    try:
+        value = json.loads(first)
+    except (ValueError, RecursionError):
+        return True  # ``[`` or ``[{…},`` opening a multi-line array
+    return isinstance(value, list) and next(filled, None) is None
+
+
 def load_jsonl(data: bytes, table: str) -> Frame:
-    """JSON Lines: fast polars path; line by line only when a line is malformed or blank."""
+    """JSON Lines: fast polars path; line by line only when a line is malformed or blank.
+    A file that is one JSON array is a ``RecordError`` (the whole file is unreadable)."""
     text = data.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    if _json_array(lines):
+        raise RecordError("the file is one JSON array, not JSON Lines (one object a line): "
+                          "convert it, e.g. jq -c '.[]' FILE")
     try:
         if any(not ln.strip() for ln in lines):
             raise ValueError("blank lines: take the careful path")
@@ -97,7 +119,7 @@ def load_jsonl(data: bytes, table: str) -> Frame:
     except (Exception, PanicException):  # noqa: BLE001 - any fast-path failure (a polars
         pass  # panic included) falls back to the careful reader below
     rows: list[dict[str, Any]] = []
-    rejects: list[Reject] = []
+    rejects = Rejects()
     for i, ln in enumerate(lines, start=1):
         if not ln.strip():
             continue
@@ -127,20 +149,39 @@ def load_jsonl(data: bytes, table: str) -> Frame:
     return Frame(df, rejects)
 
 
+#: Delimiters a CSV header may use, in order of preference when counts tie.
+DELIMITERS = (",", ";", "\t", "|")
+
+
+def csv_delimiter(header: str) -> str:
+    """The delimiter of a CSV whose header line is ``header``: the most frequent of
+    ``DELIMITERS`` in it (a comma when there is none)."""
+    counts = [(header.count(d), -k, d) for k, d in enumerate(DELIMITERS)]
+    best = max(counts)
+    return best[2] if best[0] else ","
+
+
 def load_csv(data: bytes, table: str) -> Frame:
-    """CSV with a header row; every value read as text, typed later."""
+    """CSV with a header row (its delimiter detected: ``csv_delimiter``); every value read as
+    text, typed later. A file with blank lines (lines over the record limit are blanked)
+    takes the line-by-line path, whose line numbers count them."""
+    head = data[:HEADER_BYTES].decode("utf-8", errors="replace").lstrip("\ufeff")
+    sep = csv_delimiter(head.split("\n", 1)[0])
     try:
-        df = pl.read_csv(io.BytesIO(data), infer_schema=False, truncate_ragged_lines=False)
+        if b"\n\n" in data or b"\n\r\n" in data:
+            raise ValueError("blank lines: take the careful path")
+        df = pl.read_csv(io.BytesIO(data), infer_schema=False, truncate_ragged_lines=False,
+                         separator=sep)
         df = df.with_columns(pl.int_range(2, df.height + 2, dtype=pl.Int64).alias(LINE))
         cols = [c for c in df.columns if c != LINE]
         df = df.with_columns(
-            pl.concat_str([pl.col(c).fill_null("") for c in cols], separator=",").alias(RAW)
+            pl.concat_str([pl.col(c).fill_null("") for c in cols], separator=sep).alias(RAW)
         )
         return Frame(df, [])
     except (Exception, PanicException):  # noqa: BLE001 - ragged or odd CSV (or a polars
         pass  # panic): isolate the bad lines below
     text = data.decode("utf-8", errors="replace")
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text), delimiter=sep)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
@@ -155,7 +196,7 @@ def load_csv(data: bytes, table: str) -> Frame:
         else:
             repeats[h] = 0
     rows: list[dict[str, Any]] = []
-    rejects: list[Reject] = []
+    rejects = Rejects()
     while True:
         try:
             rec = next(reader)
@@ -170,11 +211,11 @@ def load_csv(data: bytes, table: str) -> Frame:
             continue
         if len(rec) != len(header):
             rejects.append(Reject(f"CSV row has {len(rec)} fields, header has {len(header)}",
-                                  line, clip_raw(",".join(rec)), table))
+                                  line, clip_raw(sep.join(rec)), table))
             continue
         row: dict[str, Any] = dict(zip(header, rec, strict=True))
         row[LINE] = line
-        row[RAW] = ",".join(rec)
+        row[RAW] = sep.join(rec)
         rows.append(row)
     df = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
     return Frame(df, rejects)
@@ -234,9 +275,9 @@ def _rename(df: pl.DataFrame, table: str, wanted: dict[str, pl.DataType]) -> tup
     return df.rename(mapping), extra, {v: k for k, v in mapping.items()}
 
 
-def _row_checks(table: str) -> list[tuple[pl.Expr, str]]:
+def _row_checks(table: str) -> list[tuple[pl.Expr, str | pl.Expr]]:
     """Row-level validity rules: (expression true where bad, reason)."""
-    checks: list[tuple[pl.Expr, str]] = []
+    checks: list[tuple[pl.Expr, str | pl.Expr]] = []
     if table == CHECKPOINT_WRITES.name:
         checks += [
             (pl.col("end_ts") < pl.col("start_ts"), "end_time before start_time"),
@@ -259,7 +300,7 @@ def _row_checks(table: str) -> list[tuple[pl.Expr, str]]:
 def canonicalise(frame: Frame, table: str, *, file_label: str,
                  source: str = "canonical") -> Parsed:
     """Type, validate and split a loaded frame into canonical rows and rejects."""
-    out = Parsed(rejects=list(frame.rejects))
+    out = Parsed(rejects=Rejects(frame.rejects))
     df = frame.df
     if df.height == 0:
         return out
@@ -304,9 +345,11 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
                                    pl.col("tier").str.to_lowercase())
     unreadable = pl.any_horizontal([pl.col(f"__b{i}").fill_null(False) for i, _, _ in reasons]) \
         if reasons else pl.lit(False)
-    checks: list[tuple[pl.Expr, str]] = [
+    checks: list[tuple[pl.Expr, str | pl.Expr]] = [
         (pl.col(col).is_null() & ~unreadable, f"missing {col}") for col in sorted(required)]
     checks += [(bad.fill_null(False), reason) for bad, reason in _row_checks(table)]
+    checks += field_limit_checks([c for c, t in readable.items() if t == pl.String],
+                                 active_ingest().max_field_chars)
     flagged = pl.any_horizontal([unreadable, *(c for c, _ in checks)])
     typed = typed.with_columns(flagged.alias("__bad"))
     bad_rows = typed.filter(pl.col("__bad"))
@@ -315,9 +358,12 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
             "{}: '{}' is not {}", pl.lit(name),
             pl.col(f"__o{i}").cast(pl.String).str.slice(0, 80), pl.lit(kind)))
             for i, name, kind in reasons]
-        texts += [pl.when(c).then(pl.lit(reason)) for c, reason in checks]
+        texts += [pl.when(c).then(reason if isinstance(reason, pl.Expr) else pl.lit(reason))
+                  for c, reason in checks]
         why = pl.concat_str(texts, separator="; ", ignore_nulls=True)
-        for line, raw, reason in bad_rows.select(LINE, RAW, why.alias("__reason")).iter_rows():
+        shown = bad_rows.head(out.capped.room)  # the rest only counted: memory stays bounded
+        out.capped.dropped += bad_rows.height - shown.height
+        for line, raw, reason in shown.select(LINE, RAW, why.alias("__reason")).iter_rows():
             out.rejects.append(Reject(reason, line, clip_raw(raw or ""), table))
     good = typed.filter(~pl.col("__bad"))
     if table == CHECKPOINT_WRITES.name:

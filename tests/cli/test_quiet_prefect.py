@@ -1,0 +1,37 @@
+"""`ckptwatch nightly` as a new user runs it (issue 17, defect 7): Prefect configured by the
+command, so stderr holds only ckptwatch's own lines and no ``~/.prefect`` appears."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import PROJECT_ROOT
+
+#: What the test's own environment may set that a new user's shell would not.
+_DROPPED = ("PREFECT_", "CKPTWATCH_", "XDG_CACHE_HOME", "DO_NOT_TRACK")
+
+
+@pytest.mark.slow
+def test_nightly_prints_only_its_own_lines_and_keeps_prefect_out_of_home(
+        tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROPPED)}
+    env["HOME"] = str(home)
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptwatch.cli.main", "nightly",
+         str(PROJECT_ROOT / "data" / "sample"), "--lake", str(tmp_path / "L")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert "prefect" not in done.stderr.lower(), done.stderr[-3000:]
+    assert all(line.startswith("ckptwatch nightly: ") for line in done.stderr.splitlines())
+    assert not (home / ".prefect").exists()
+    assert (home / ".cache" / "ckptwatch" / "prefect").is_dir()
+    # The stdout sink's alerts reach stdout (the report says they were sent there).
+    assert done.stdout.count("[FIRING:critical] CheckpointTailNearTimeout") == 3
+    assert f"report: {tmp_path / 'L' / 'reports' / '2026-11-28' / 'report.html'}" in done.stdout
