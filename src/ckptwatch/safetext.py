@@ -32,17 +32,11 @@ _CONTROLS: dict[int, str] = {
 #: The characters :func:`escape_controls` escapes, as a regular expression (Python and Rust
 #: syntax: polars' ``str.contains`` takes it too).
 CONTROL_PATTERN = r"[\x00-\x1f\x7f-\x9f]"
-_CONTROL_RE = re.compile(CONTROL_PATTERN)
 _C1_RE = re.compile(r"[\x7f-\x9f]")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 #: Longest :func:`safe_file_part` (characters), hash included.
 MAX_FILE_PART = 80
-
-
-def has_controls(text: str) -> bool:
-    """Whether ``text`` holds a character :func:`escape_controls` would escape."""
-    return _CONTROL_RE.search(text) is not None
 
 
 def escape_controls(value: object) -> str:

@@ -584,10 +584,14 @@ def duckdb_memory_limit(value: str | None = None) -> str | None:
     """DuckDB's memory cap (e.g. ``3GB``; it spills to disk beyond it): ``value`` when given,
     else ``$CKPTWATCH_DUCKDB_MEMORY``; ``None`` when unset or ``none`` (DuckDB's default, 80 %
     of RAM). Attribution of a 512-node day takes ~35 s at 3GB instead of ~27 s and 8 GB."""
-    if value is None:
-        value = os.environ.get("CKPTWATCH_DUCKDB_MEMORY", "")
-    value = value.strip()
+    value = duckdb_memory_setting(value, "").strip()
     return None if not value or value.lower() == UNCAPPED else value
+
+
+def duckdb_memory_setting(value: str | None, default: str) -> str:
+    """The memory cap as asked for: ``value``, else ``$CKPTWATCH_DUCKDB_MEMORY``, else
+    ``default`` (``none`` stays ``none``: it lifts the cap where the connection is made)."""
+    return value or os.environ.get("CKPTWATCH_DUCKDB_MEMORY") or default
 
 
 # -- Prefect (the commands that start it: nightly, demo, ingest --flow/--dask) ---------------

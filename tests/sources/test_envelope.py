@@ -236,7 +236,9 @@ def _text_envelope(draw: st.DrawFn) -> str:
             ["2026-11-28T00:00:07Z", "2026-11-28T00:00:07.123+00:00", "2026-02-30T00:00:00Z",
              "2026-11-28T00:00:07+02:00", "1795824212.5"])),
         "output": "\n".join(body) + draw(st.sampled_from(["", "\n", "\r\n"]))}
-    for key, choices in (("device", [None, "mlx5_0", "mlx5_0", ""]), ("port", [None, "1", 2])):
+    # a device name over the field limit (256 characters) must be rejected alike on both paths
+    for key, choices in (("device", [None, "mlx5_0", "mlx5_0", "", "d" * 300]),
+                         ("port", [None, "1", 2])):
         value = draw(st.sampled_from(choices))
         if value is not None:
             env[key] = value

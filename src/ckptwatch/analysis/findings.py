@@ -80,10 +80,6 @@ class StallFindings:
     stalls: tuple[StallRecord, ...]
     with_model: bool
 
-    def of_job(self, job: str) -> tuple[StallRecord, ...]:
-        """The stalls of one job, oldest first."""
-        return tuple(s for s in self.stalls if s.job_id == job)
-
     def by_cause(self) -> dict[str, int]:
         """How many stalls each top cause has."""
         counts: dict[str, int] = {}

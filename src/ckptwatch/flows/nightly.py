@@ -15,7 +15,6 @@ the flow run fails with one line naming the sink (its alerts stay pending for th
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ from ckptwatch.ingest.run import IngestReport
 from ckptwatch.lake.query import connect, view_files
 from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
 from ckptwatch.report.facts import nightly_days
-from ckptwatch.settings import UNCAPPED, Settings, duckdb_memory_limit, load_settings, redact
+from ckptwatch.settings import Settings, duckdb_memory_setting, load_settings, redact
 
 #: DuckDB's memory cap in the nightly run unless told otherwise (the peak RSS target is 4 GiB).
 NIGHTLY_DUCKDB_MEMORY = "3GB"
@@ -125,9 +124,7 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     with _timed(steps, "ingest"):
         ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
     # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
-    limit = duckdb_memory_limit(duckdb_memory) or (
-        UNCAPPED if (duckdb_memory or os.environ.get("CKPTWATCH_DUCKDB_MEMORY"))
-        else NIGHTLY_DUCKDB_MEMORY)
+    limit = duckdb_memory_setting(duckdb_memory, NIGHTLY_DUCKDB_MEMORY)
     with _timed(steps, "views"):
         n_views = build_views(lake_root, limit)
     days = nightly_days(lake_root, report_date, lookback_days)

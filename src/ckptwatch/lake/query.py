@@ -8,9 +8,11 @@ variable, so the same files run in the ``duckdb`` CLI after ``SET VARIABLE lake 
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -27,50 +29,70 @@ LAYERS = ("lake", "staging", "intermediate", "marts")
 SESSION_FILE = "session.sql"
 
 
+@dataclass(frozen=True)
+class _Catalog:
+    """The view files of one SQL directory, read once: build order, text, what each reads."""
+
+    ordered: tuple[Path, ...]
+    text: dict[str, str]
+    reads: dict[str, frozenset[str]]
+
+
+def _catalog(root: Path) -> _Catalog:
+    """The catalog of ``root``, reread only when a file is added, removed or changed."""
+    files = [f for layer in LAYERS for f in sorted((root / layer).glob("*.sql"))]
+    return _read_catalog(tuple((f, f.stat().st_mtime_ns) for f in files))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_catalog(files: tuple[tuple[Path, int], ...]) -> _Catalog:
+    text = {f.stem: f.read_text() for f, _ in files}
+    names = list(text)
+    reads = {
+        name: frozenset(n for n in names if n != name
+                        and re.search(rf"\b{re.escape(n)}\b", _strip_comments(sql)))
+        for name, sql in text.items()
+    }
+    ordered: list[Path] = []
+    for layer in LAYERS:
+        layer_files = {f.stem: f for f, _ in files if f.parent.name == layer}
+        done: set[str] = set()
+        while len(done) < len(layer_files):
+            ready = sorted(n for n in layer_files if n not in done
+                           and reads[n] & layer_files.keys() <= done)
+            if not ready:
+                cycle = sorted(set(layer_files) - done)
+                raise QueryError(f"circular view references in sql/{layer}: {', '.join(cycle)}")
+            for n in ready:
+                ordered.append(layer_files[n])
+                done.add(n)
+    return _Catalog(tuple(ordered), text, reads)
+
+
 def view_files(root: Path | None = None,
                needed: Iterable[str] | None = None) -> list[Path]:
     """Every view file in build order: by layer, then dependencies, then name. ``needed``: only
     those views and the views they read, in the same order (the rest are not built)."""
-    root = root or sql_dir()
-    ordered: list[Path] = []
-    for layer in LAYERS:
-        files = sorted((root / layer).glob("*.sql"))
-        names = {f.stem: f for f in files}
-        deps = {
-            f.stem: {n for n in names if n != f.stem
-                     and re.search(rf"\b{re.escape(n)}\b", _strip_comments(f.read_text()))}
-            for f in files
-        }
-        done: set[str] = set()
-        while len(done) < len(files):
-            ready = sorted(n for n in names if n not in done and deps[n] <= done)
-            if not ready:
-                cycle = sorted(set(names) - done)
-                raise QueryError(f"circular view references in sql/{layer}: {', '.join(cycle)}")
-            for n in ready:
-                ordered.append(names[n])
-                done.add(n)
+    catalog = _catalog(root or sql_dir())
     if needed is None:
-        return ordered
-    return _closure(ordered, set(needed))
+        return list(catalog.ordered)
+    keep = _closure(catalog, set(needed))
+    return [f for f in catalog.ordered if f.stem in keep]
 
 
-def _closure(ordered: list[Path], needed: set[str]) -> list[Path]:
-    """The views of ``needed`` and everything they read, transitively, in build order."""
-    known = {f.stem for f in ordered}
-    unknown = sorted(needed - known)
+def _closure(catalog: _Catalog, needed: set[str]) -> set[str]:
+    """The views of ``needed`` and everything they read, transitively."""
+    unknown = sorted(needed - catalog.reads.keys())
     if unknown:
         raise QueryError(f"no view named {', '.join(unknown)} in the SQL directory")
-    text = {f.stem: _strip_comments(f.read_text()) for f in ordered}
     keep: set[str] = set()
     todo = list(needed)
     while todo:
         name = todo.pop()
-        if name in keep:
-            continue
-        keep.add(name)
-        todo += [n for n in known - keep if re.search(rf"\b{re.escape(n)}\b", text[name])]
-    return [f for f in ordered if f.stem in keep]
+        if name not in keep:
+            keep.add(name)
+            todo += catalog.reads[name] - keep
+    return keep
 
 
 def _setting(value: str) -> str:
@@ -121,9 +143,10 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
+        catalog = _catalog(sql_dir())
         for f in view_files(needed=views):
             try:
-                con.execute(f.read_text()).fetchall()
+                con.execute(catalog.text[f.stem]).fetchall()
             except duckdb.Error as exc:
                 raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
     return con
