@@ -9,7 +9,7 @@ import pytest
 
 from ckptwatch.lake.schema import ENVELOPE_SOURCES, TABLES, TS
 
-EXPECTED = {"checkpoint_writes", "jobs", "nvme_smart", "fabric_counters", "pool_metrics",
+EXPECTED = {"checkpoint_writes", "checkpoint_starts", "jobs", "nvme_smart", "fabric_counters", "pool_metrics",
             "topology", "quarantine"}
 
 

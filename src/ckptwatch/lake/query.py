@@ -122,6 +122,11 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     if not lake.exists():
         raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
                         f"{lake.root}` first)")
+    try:
+        lake.add_missing_tables()  # a lake from an older version: tables added since, empty
+    except (OSError, LakeError) as exc:
+        raise LakeError(f"lake {lake.root} lacks a table added in this version and cannot be "
+                        f"given one: {exc}") from None
     con = duckdb.connect(database)
     session = sql_dir() / SESSION_FILE
     if session.is_file():  # only settings: a SQL directory without it still builds (slower)

@@ -59,6 +59,24 @@ CHECKPOINT_WRITES = Table(
     doc="One row per rank per checkpoint: when it wrote, how much, and where the time went.",
 )
 
+CHECKPOINT_STARTS = Table(
+    name="checkpoint_starts",
+    schema=_schema(
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("tier", pa.string(), nullable=False),
+        pa.field("target", pa.string()),
+        pa.field("start_ts", TS, nullable=False),
+    ),
+    partition_column="start_ts",
+    required=("job_id", "step", "rank", "node", "tier", "start_time"),
+    doc=("In-flight markers: one row per rank per checkpoint it started (a checkpoint record "
+         "with status 'started', written when the rank begins; its finished record follows in "
+         "checkpoint_writes). A started rank with no finished record never finished."),
+)
+
 JOBS = Table(
     name="jobs",
     schema=_schema(
@@ -151,12 +169,14 @@ QUARANTINE = Table(
 
 TABLES: dict[str, Table] = {
     t.name: t
-    for t in (CHECKPOINT_WRITES, JOBS, NVME_SMART, FABRIC_COUNTERS, POOL_METRICS, TOPOLOGY,
+    for t in (CHECKPOINT_WRITES, CHECKPOINT_STARTS, JOBS, NVME_SMART, FABRIC_COUNTERS, POOL_METRICS, TOPOLOGY,
               QUARANTINE)
 }
 
 TIERS = ("local", "pool")
 STATUSES = ("ok", "error", "timeout")
+#: The status of an in-flight marker (a row of ``checkpoint_starts``, not ``checkpoint_writes``).
+STARTED = "started"
 ENVELOPE_SOURCES = (
     "smartctl", "nvme-smart-log", "nvme-ocp-smart", "perfquery", "sysfs-ib", "ethtool",
     "prometheus",

@@ -183,14 +183,22 @@ class Lake:
             (self.root / INFLIGHT_DIR).mkdir(exist_ok=True)
         except OSError as exc:
             raise _os_error(exc, self.root) from exc
-        for t in TABLES.values():
-            stub = self.table_dir(t.name) / SCHEMA_PARTITION / SCHEMA_PART
-            if not stub.exists():
-                atomic_write_table(stub, t.schema.empty_table())
+        self.add_missing_tables()
         try:
             (self.root / MANIFEST_DIR).mkdir(exist_ok=True)
         except OSError as exc:
             raise _os_error(exc, self.root) from exc
+
+    def add_missing_tables(self) -> None:
+        """Write the zero-row schema part of every table that has none (idempotent).
+
+        A lake made by an older version lacks the tables added since (``checkpoint_starts``);
+        queries call this so that such a lake reads as having them, empty.
+        """
+        for t in TABLES.values():
+            stub = self.table_dir(t.name) / SCHEMA_PARTITION / SCHEMA_PART
+            if not stub.exists():
+                atomic_write_table(stub, t.schema.empty_table())
 
     def exists(self) -> bool:
         """True when ``init`` has run here."""
