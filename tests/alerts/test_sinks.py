@@ -13,19 +13,18 @@ import logging
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 from tests.conftest import hot_lake
+from tests.loopback import Receiver, running_receiver
 
 from ckptwatch.alerts import sinks as alert_sinks
 from ckptwatch.alerts.evaluate import evaluate
@@ -70,54 +69,11 @@ def alert_for(job: str, barrier_s: float = 100.0, *,
     return alert, ev.state
 
 
-# -- a loopback HTTP receiver -----------------------------------------------------------------
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that records POSTs and answers from a script."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        #: Answers in order: (status, body), ("sleep", seconds) or ("echo-auth", None); then 200.
-        self.script: list[tuple[Any, Any]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.requests.append({"path": self.path, "headers": dict(self.headers),
-                                          "body": json.loads(body)})
-                status, answer = receiver.script.pop(0) if receiver.script else (200, b"ok")
-                if status == "sleep":
-                    time.sleep(float(answer))
-                    status, answer = 200, b"late"
-                if status == "echo-auth":  # a careless server that echoes credentials
-                    status, answer = 401, f"bad token {self.headers['Authorization']}".encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                       daemon=True)
-
-    def bodies(self) -> list[Any]:
-        return [r["body"] for r in self.requests]
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    """A running loopback receiver."""
-    r = Receiver()
-    r.thread.start()
-    yield r
-    r.server.shutdown()
-    r.server.server_close()
+    """A running loopback receiver (tests/loopback.py)."""
+    with running_receiver() as r:
+        yield r
 
 
 def free_port() -> int:

@@ -74,11 +74,14 @@ def _blas_controller() -> Any:
 
 def forecast_tail(end_epoch_s: Sequence[float] | np.ndarray,
                   barrier_s: Sequence[float] | np.ndarray, *, warning_s: float,
-                  timeout_s: float, horizon_s: float, min_points: int = 6) -> Forecast:
+                  timeout_s: float, horizon_s: float, min_points: int = 6,
+                  tail_s: float | None = None) -> Forecast:
     """Fit the trend of barrier time over time and predict the warning/timeout crossings.
 
     ``end_epoch_s`` are the checkpoints' end times (epoch seconds), ``barrier_s`` their
-    barrier times. Crossing times are measured from the last checkpoint.
+    barrier times. Crossing times are measured from the last checkpoint. ``tail_s``: the
+    window's tail now; when it is past the warning level already, the note says so rather than
+    that the (trend's) tail "stays below" it.
     """
     t = np.asarray(end_epoch_s, dtype=float)
     y = np.asarray(barrier_s, dtype=float)
@@ -129,6 +132,10 @@ def forecast_tail(end_epoch_s: Sequence[float] | np.ndarray,
     else:
         below = "the timeout" if envelope >= warning_s else f"the warning level {warning_s:.1f} s"
         note = f"{trend}: stays below {below} for the next {_hours(horizon_h * 3600)}"
+        if tail_s is not None and tail_s >= warning_s and envelope < warning_s:
+            note = (f"{trend}: the tail ({tail_s:.1f} s) is past the warning level "
+                    f"{warning_s:.1f} s already, above the trend: a spike, not a rise; the "
+                    f"trend stays below it for the next {_hours(horizon_h * 3600)}")
     return Forecast(
         n, slope, envelope,
         warning_at=None if x_warn is None else last + timedelta(hours=x_warn),

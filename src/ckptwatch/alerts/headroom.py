@@ -105,7 +105,8 @@ def assess_job(job_id: str, tier: str, end_epoch_s: np.ndarray, barrier_s: np.nd
         worst_step=int(steps[worst]),
         forecast=forecast_tail(end_epoch_s, barrier_s, warning_s=warning_s,
                                timeout_s=timeout_s, horizon_s=cfg.horizon_s,
-                               min_points=min_forecast_points))
+                               min_points=min_forecast_points,
+                               tail_s=mx if tail_stat == "max" else p99))
 
 
 def headroom(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSettings, *,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +21,9 @@ from ckptwatch.errors import LakeError
 from ckptwatch.lake.store import Lake, atomic_write_bytes
 
 STATE_FILE = Path("_state") / "alerts.json"
+#: The alert state's own lock (not the writers' ``.lock``): the watcher sends while an ingest
+#: holds the lake for minutes.
+STATE_LOCK = ".alerts.lock"
 STATE_VERSION = 1
 
 
@@ -40,6 +44,9 @@ class AlertRecord:
     ok_count: int = 0
     #: When this alert was last sent (handed to the sinks).
     sent_at: str | None = None
+    #: What raised it: ``tail`` (the completed checkpoints) or ``inflight`` (an open
+    #: checkpoint's age). An in-flight alert is lowered as soon as its checkpoint completes.
+    basis: str = "tail"
 
     @property
     def fingerprint(self) -> str:
@@ -59,14 +66,15 @@ class AlertRecord:
     def to_json(self) -> dict[str, Any]:
         """JSON form for the state file."""
         return {"status": "firing", "labels": self.labels, "annotations": self.annotations,
-                "startsAt": self.starts_at, "sent_at": self.sent_at, "ok_count": self.ok_count}
+                "startsAt": self.starts_at, "sent_at": self.sent_at, "ok_count": self.ok_count,
+                "basis": self.basis}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AlertRecord:
         """Inverse of :meth:`to_json`."""
         return cls(labels=dict(data["labels"]), annotations=dict(data["annotations"]),
                    starts_at=str(data["startsAt"]), ok_count=int(data.get("ok_count", 0)),
-                   sent_at=data.get("sent_at"))
+                   sent_at=data.get("sent_at"), basis=str(data.get("basis", "tail")))
 
 
 @dataclass
@@ -109,6 +117,12 @@ def load_state(lake_root: Path | str) -> AlertState:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise LakeError(f"corrupt alert state {path}: {exc}; move it aside to start afresh "
                         "(alerts still firing will be sent again)") from None
+
+
+def state_lock(lake_root: Path | str, wait_s: float = 600.0) -> AbstractContextManager[None]:
+    """Hold from reading the alert state to writing it (``ckptwatch alerts``, the nightly run
+    and ``ckptwatch watch`` share it; an ingest does not take it)."""
+    return Lake(lake_root).lock(wait_s, name=STATE_LOCK, what="another alert evaluation")
 
 
 def save_state(lake_root: Path | str, state: AlertState) -> None:

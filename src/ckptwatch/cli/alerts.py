@@ -82,7 +82,13 @@ def run(args: argparse.Namespace) -> int:
             verb = f"sent to {', '.join(delivered)}"
         else:
             verb = "due" + (f"; {', '.join(sorted(failed))} failed" if failed else "")
-        print(escape_controls(f"{len(result.alerts)} alert(s) {verb}"))
+        line = f"{len(result.alerts)} alert(s) {verb}"
+        due = {a["fingerprint"] for a in result.alerts}
+        quiet = [r for fp, r in ev.state.firing.items() if fp not in due]
+        if quiet:  # firing, sent before: not due again until resend_after_s
+            line += (f"; {len(quiet)} firing alert(s) already sent "
+                     f"(re-sent every {settings.alerts.resend_after_s:g} s while they hold)")
+        print(escape_controls(line))
         for alert in result.alerts:
             print()
             print(escape_lines(render_alert(alert)))

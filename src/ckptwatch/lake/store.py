@@ -206,14 +206,18 @@ class Lake:
 
     # -- lock ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def lock(self, wait_s: float = 600.0) -> Iterator[None]:
+    def lock(self, wait_s: float = 600.0, name: str = LOCK_FILE,
+             what: str = "another run") -> Iterator[None]:
         """Exclusive lock for writers. A killed holder's lock is released by the kernel.
 
         The lock is an ``flock`` on ``LAKE/.lock``; the file's text (who holds it) is only for
         the messages, so a stale file left by a killed run blocks nothing. A run that has to
-        wait says so once on stderr (who holds the lock, how long it waits at most).
+        wait says so once on stderr (who holds the lock, how long it waits at most); with
+        ``wait_s`` 0 it does not wait. ``name``: another lock file of the lake (the alert
+        state's, the watcher's), independent of the writers' lock; ``what``: who holds it, for
+        the messages.
         """
-        path = self.root / LOCK_FILE
+        path = self.root / name
         self._check_root()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -231,11 +235,11 @@ class Lake:
                     holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
                     if time.monotonic() >= deadline:
                         raise LakeLockedError(
-                            f"lake {self.root} is locked by another run ({holder or 'unknown'});"
+                            f"lake {self.root} is locked by {what} ({holder or 'unknown'});"
                             f" waited {wait_s:.0f} s — retry when it finishes") from None
                     if not told:  # once: a wait of up to wait_s is not silent
                         told = True
-                        sys.stderr.write(f"ckptwatch: lake {self.root} is locked by another run "
+                        sys.stderr.write(f"ckptwatch: lake {self.root} is locked by {what} "
                                          f"({holder or 'unknown'}); waiting up to {wait_s:g} s "
                                          "for it to finish\n")
                         sys.stderr.flush()

@@ -1,0 +1,352 @@
+"""``ckptwatch watch``: follow checkpoint files, warn while a checkpoint is still in flight.
+
+Every ``interval_s`` one scan:
+
+1. reads what the files under ``RAW_DIR/checkpoints/`` gained (:mod:`ckptwatch.live.follow`),
+   parsed by the ingest's own loaders: start markers and finished records;
+2. updates the open checkpoints (:mod:`ckptwatch.live.tracker`): completed ones join the
+   across-checkpoint tail, abandoned ones (past the timeout) join it with their lower bound;
+3. assesses the oldest open checkpoint of every job and tier against its timeout
+   (:func:`ckptwatch.alerts.inflight.assess_inflight`) and, with the tail of its completed
+   checkpoints (the lake's window plus what completed live), evaluates and sends the one
+   alert per job and tier through the same sinks and state as ``ckptwatch alerts``
+   (:func:`ckptwatch.alerts.evaluate.send_alerts`): the nightly run and the watcher never
+   send the same alert twice;
+4. updates the Prometheus metrics (:mod:`ckptwatch.live.metrics`) and saves its state.
+
+The watcher does not write the lake's tables: the nightly ingest lands every record exactly
+once, as it does without a watcher. Its own state (file offsets, open checkpoints, the
+checkpoints completed live) is ``LAKE/_state/watch.json``, written atomically after each scan:
+a restart resumes where it stopped and re-sends nothing. One watcher per lake
+(``LAKE/.watch.lock``). The lake's window, the jobs and the topology are read again every
+``refresh_s``; the jobs files of ``RAW_DIR/jobs/`` are read at every refresh too, so a new
+job's timeout is known before the nightly ingest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ckptwatch.alerts.evaluate import AlertRun, send_alerts
+from ckptwatch.alerts.headroom import CHECKPOINT_COLUMNS, VIEWS, load_window
+from ckptwatch.alerts.inflight import InFlight, assess_inflight
+from ckptwatch.alerts.sinks import Sink, build_sinks
+from ckptwatch.errors import CkptwatchError, LakeError
+from ckptwatch.lake.schema import CHECKPOINT_STARTS, CHECKPOINT_WRITES
+from ckptwatch.lake.store import Lake, atomic_write_bytes
+from ckptwatch.live.follow import Cursor, Follower, parse_chunk
+from ckptwatch.live.metrics import MetricsServer, WatchMetrics, write_textfile
+from ckptwatch.live.tracker import Completed, Tracker
+from ckptwatch.safetext import escape_controls
+from ckptwatch.settings import Settings, active_ingest
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = Path("_state") / "watch.json"
+STATE_VERSION = 1
+WATCH_LOCK = ".watch.lock"
+#: Days of the lake read for the tail window at each refresh.
+LOOKBACK_DAYS = 7
+WINDOW_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(), "tier": pl.String(), "step": pl.Int64(),
+    "end_ts": pl.Datetime("us", "UTC"), "barrier_s": pl.Float64()}
+
+
+@dataclass
+class WatchOptions:
+    """How the watcher runs (``ckptwatch watch``'s flags)."""
+
+    interval_s: float = 10.0
+    metrics_file: Path | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    #: Re-read the lake's window, jobs and topology this often.
+    refresh_s: float = 300.0
+    #: A checkpoint with no rank open and nothing new for this long is complete.
+    settle_s: float | None = None
+    #: Bytes read per file per scan (a backlog is caught up over several scans).
+    max_bytes_per_scan: int = 8 << 20
+    send: bool = True
+
+
+@dataclass
+class ScanReport:
+    """What one scan did (for the log and the tests)."""
+
+    at: datetime
+    records: int = 0
+    starts: int = 0
+    rejected: int = 0
+    completed: list[Completed] = field(default_factory=list)
+    inflight: dict[tuple[str, str], InFlight] = field(default_factory=dict)
+    alerts: AlertRun | None = None
+    bytes_read: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def state_path(lake_root: Path) -> Path:
+    """``LAKE/_state/watch.json``."""
+    return Lake(lake_root).root / STATE_FILE
+
+
+class Watcher:
+    """One watcher over a raw directory and a lake; :meth:`scan` once, or :meth:`run`."""
+
+    def __init__(self, raw_dir: Path, lake_root: Path, settings: Settings,
+                 options: WatchOptions | None = None, *, sinks: list[Sink] | None = None,
+                 clock: Any = time.time) -> None:
+        self.raw_dir = raw_dir
+        self.lake_root = lake_root
+        self.settings = settings
+        self.options = options or WatchOptions()
+        self.sinks = build_sinks(settings) if sinks is None else sinks
+        self.clock = clock
+        opts = self.options
+        self.tracker = Tracker(settle_s=opts.settle_s if opts.settle_s is not None
+                               else 3 * opts.interval_s)
+        self.follower = Follower(raw_dir / "checkpoints", max_bytes=opts.max_bytes_per_scan,
+                                 max_record_bytes=active_ingest().max_record_bytes)
+        self.metrics = WatchMetrics(interval_s=opts.interval_s)
+        self.server: MetricsServer | None = None
+        #: (job, tier) -> the checkpoints completed live (step, end_s, barrier_s).
+        self.live: dict[tuple[str, str], deque[tuple[int, float, float]]] = {}
+        self._window = pl.DataFrame(schema=WINDOW_SCHEMA)
+        self.timeouts: dict[str, float] = {}
+        self.n_ranks: dict[str, int] = {}
+        self.leaves: dict[str, str] = {}
+        self._refreshed_s = float("-inf")
+        self._lock_cm: contextlib.ExitStack | None = None
+        self._saved = b""
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        """Take the watcher's lock, load the state, start the metrics server."""
+        lake = Lake(self.lake_root)
+        if not lake.exists():
+            with lake.lock():
+                lake.init()
+        stack = contextlib.ExitStack()
+        stack.enter_context(lake.lock(0, name=WATCH_LOCK, what="another watcher"))
+        self._lock_cm = stack
+        self._load_state()
+        if self.options.metrics_port is not None:
+            self.server = MetricsServer(self.metrics, self.options.metrics_host,
+                                        self.options.metrics_port)
+            self.server.start()
+
+    def stop(self) -> None:
+        """Save the state, stop the server, release the lock."""
+        try:
+            self._save_state()
+        finally:
+            if self.server is not None:
+                self.server.stop()
+                self.server = None
+            if self._lock_cm is not None:
+                self._lock_cm.close()
+                self._lock_cm = None
+
+    def run(self, stop: threading.Event, *, once: bool = False) -> int:
+        """Scan every interval until ``stop`` is set (or once); returns the exit code."""
+        failures = 0
+        while True:
+            began = time.monotonic()
+            report = self.scan()
+            if report.alerts is not None and report.alerts.failures:
+                failures += 1
+            if once or stop.is_set():
+                break
+            stop.wait(max(self.options.interval_s - (time.monotonic() - began), 0.0))
+            if stop.is_set():
+                break
+        return 1 if once and failures else 0
+
+    # -- state ----------------------------------------------------------------------
+    def _load_state(self) -> None:
+        path = state_path(self.lake_root)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            raise LakeError(f"corrupt watcher state {path}: {exc}; move it aside to start "
+                            "afresh (files are then read again from their start)") from None
+        if data.get("version") != STATE_VERSION:
+            raise LakeError(f"watcher state {path}: version {data.get('version')!r}, expected "
+                            f"{STATE_VERSION}; move it aside to start afresh")
+        self.follower.cursors = {k: Cursor.from_json(v)
+                                 for k, v in data.get("cursors", {}).items()}
+        self.tracker.load(data.get("tracker", {}))
+        for item in data.get("live", []):
+            key = (str(item["job_id"]), str(item["tier"]))
+            done = ((int(a), float(b), float(c)) for a, b, c in item["checkpoints"])
+            self.live[key] = deque(done, maxlen=self.settings.alerts.max_window())
+
+    def _save_state(self) -> None:
+        data = {"version": STATE_VERSION,
+                "cursors": {k: c.to_json() for k, c in sorted(self.follower.cursors.items())},
+                "tracker": self.tracker.to_json(),
+                "live": [{"job_id": j, "tier": t, "checkpoints": [list(x) for x in q]}
+                         for (j, t), q in sorted(self.live.items())]}
+        body = json.dumps(data, separators=(",", ":")).encode()
+        if body != self._saved:
+            atomic_write_bytes(state_path(self.lake_root), body)
+            self._saved = body
+
+    # -- context from the lake ------------------------------------------------------
+    def _refresh(self, now: datetime) -> None:
+        from ckptwatch.lake.query import connect, run_sql
+
+        days = ((now - timedelta(days=LOOKBACK_DAYS)).date(), now.date())
+        try:
+            con = connect(self.lake_root, days=days, views=(*VIEWS, "stg_topology"))
+        except CkptwatchError as exc:
+            log.warning("cannot read the lake's window (%s); alerts use what was read "
+                        "live", escape_controls(str(exc)))
+            return
+        try:
+            window, _ = load_window(con, self.settings.alerts)
+            jobs = run_sql(con, "select job_id, n_ranks, checkpoint_timeout_s from stg_jobs")
+            topo = run_sql(con, "select distinct node, leaf_switch from stg_topology")
+        except CkptwatchError as exc:
+            log.warning("cannot read the lake's window (%s)", escape_controls(str(exc)))
+            return
+        finally:
+            con.close()
+        self._window = window.select(
+            pl.col(c).cast(WINDOW_SCHEMA[c]) for c in CHECKPOINT_COLUMNS)
+        self._jobs(jobs)
+        self._jobs(self._raw_jobs())
+        self.leaves = {str(n): str(leaf) for n, leaf in topo.iter_rows()}
+
+    def _jobs(self, jobs: pl.DataFrame) -> None:
+        for job_id, n, timeout in jobs.select("job_id", "n_ranks",
+                                              "checkpoint_timeout_s").iter_rows():
+            if timeout is not None and timeout > 0:
+                self.timeouts[str(job_id)] = float(timeout)
+            if n is not None and n > 0:
+                self.n_ranks[str(job_id)] = int(n)
+
+    def _raw_jobs(self) -> pl.DataFrame:
+        """The jobs files of ``RAW_DIR/jobs/``, read as the ingest reads them."""
+        from ckptwatch.ingest.discover import classify
+        from ckptwatch.ingest.read import parse_file
+
+        frames = []
+        root = self.raw_dir / "jobs"
+        for path in sorted(root.rglob("*")) if root.is_dir() else []:
+            if not path.is_file() or path.is_symlink():
+                continue
+            parsed = parse_file(classify(path, path.relative_to(self.raw_dir).as_posix()))
+            frames += parsed.parsed.frames.get("jobs", [])
+        if not frames:
+            return pl.DataFrame(schema={"job_id": pl.String, "n_ranks": pl.Int64,
+                                        "checkpoint_timeout_s": pl.Float64})
+        return pl.concat(frames, how="diagonal_relaxed")
+
+    # -- one scan ---------------------------------------------------------------------
+    def scan(self) -> ScanReport:
+        """Read, track, assess, alert, publish, save: one interval's work."""
+        began = time.monotonic()
+        now_s = float(self.clock())
+        now = datetime.fromtimestamp(now_s, UTC)
+        report = ScanReport(at=now)
+        if now_s - self._refreshed_s >= self.options.refresh_s:
+            self._refresh(now)
+            self._refreshed_s = now_s
+        self._read(report, now_s)
+        for done in self.tracker.settle(now_s, self.n_ranks, self.timeouts):
+            report.completed.append(done)
+            key = (done.job_id, done.tier)
+            q = self.live.setdefault(key, deque(maxlen=self.settings.alerts.max_window()))
+            q.append((done.step, done.end_s, done.barrier_s))
+            self.metrics.set_last_barrier(done.job_id, done.tier, done.barrier_s)
+            if done.timed_out:
+                log.warning("step %d of job %s (%s): %d of %d ranks never finished; "
+                            "open %.0f s, past its timeout", done.step,
+                            escape_controls(done.job_id), escape_controls(done.tier),
+                            done.n_unfinished, done.n_ranks, done.barrier_s)
+        report.inflight = assess_inflight(self.tracker.open_checkpoints(self.leaves),
+                                          self.timeouts, self.n_ranks, self.settings.alerts,
+                                          now_s=now_s)
+        self._publish(report, now_s)
+        if self.options.send:
+            report.alerts = self._alert(report, now)
+        self._save_state()
+        self.metrics.mark_scan(now_s, time.monotonic() - began)
+        if self.options.metrics_file is not None:
+            write_textfile(self.options.metrics_file, self.metrics.render())
+        return report
+
+    def _read(self, report: ScanReport, now_s: float) -> None:
+        result = self.follower.scan()
+        report.bytes_read = result.bytes_read
+        report.notes += result.notes
+        for note in result.notes:
+            log.warning("%s", note)
+        for chunk in result.chunks:
+            parsed = parse_chunk(chunk)
+            if parsed.rejects:
+                first = parsed.rejects[0]
+                line = "" if first.line is None else f" line {chunk.first_line + first.line - 1}"
+                total = parsed.capped.total
+                log.warning("%s%s: %s%s (the nightly ingest quarantines it)",
+                            escape_controls(chunk.rel), line, escape_controls(first.reason),
+                            f"; {total - 1} more record(s) rejected" if total > 1 else "")
+                report.rejected += total
+            for frame in parsed.frames.get(CHECKPOINT_STARTS.name, []):
+                report.starts += self.tracker.add_starts(frame, now_s)
+            for frame in parsed.frames.get(CHECKPOINT_WRITES.name, []):
+                report.records += frame.height
+                for job_id, tier, seconds in self.tracker.add_writes(frame, now_s):
+                    self.metrics.observe_duration(job_id, tier, seconds)
+
+    def _publish(self, report: ScanReport, now_s: float) -> None:
+        keys = set(self.tracker.jobs()) | set(self.live) | set(report.inflight)
+        for job_id, tier in sorted(keys):
+            f = report.inflight.get((job_id, tier))
+            self.metrics.set_job(job_id, tier, inflight_s=f.age_s if f else 0.0,
+                                 timeout_s=self.timeouts.get(job_id),
+                                 unfinished_ranks=f.n_open if f else 0)
+
+    def _checkpoints(self) -> pl.DataFrame:
+        """The lake's window plus the checkpoints completed live (live wins for a step)."""
+        rows = [{"job_id": j, "tier": t, "step": step,
+                 "end_ts": datetime.fromtimestamp(end, UTC), "barrier_s": barrier}
+                for (j, t), q in self.live.items() for step, end, barrier in q]
+        live = pl.DataFrame(rows, schema=self._window.schema)
+        if not live.height:
+            return self._window
+        lake = self._window.join(live.select("job_id", "step"), on=["job_id", "step"],
+                                 how="anti")
+        return pl.concat([lake, live])
+
+    def _alert(self, report: ScanReport, now: datetime) -> AlertRun | None:
+        jobs = pl.DataFrame({"job_id": list(self.timeouts),
+                             "checkpoint_timeout_s": list(self.timeouts.values())},
+                            schema={"job_id": pl.String, "checkpoint_timeout_s": pl.Float64})
+        try:
+            run = send_alerts(self.lake_root, self._checkpoints(), jobs, self.settings,
+                              self.sinks, now=now, inflight=report.inflight,
+                              lock_wait_s=self.options.interval_s)
+        except CkptwatchError as exc:
+            log.warning("alerts not evaluated this scan: %s", escape_controls(str(exc)))
+            return None
+        for failure in run.failures:
+            log.warning("%s (kept for the next scan)", escape_controls(str(failure)))
+        for alert in run.alerts:
+            log.info("sent %s %s", alert["status"],
+                     escape_controls(alert["annotations"].get("summary", "")))
+        return run
+

@@ -1,0 +1,156 @@
+"""Issue 16's acceptance: `ckptwatch watch` warns while a checkpoint is still in flight.
+
+A job with a history of healthy checkpoints, then a checkpoint whose two ranks never finish
+(timeout 60 s), and a healthy job beside it. The real `ckptwatch watch --interval 2` runs as
+a process with a webhook sink on loopback: the warning (0.7 × 60 = 42 s) must arrive after
+42 s and before 48 s, the critical (54 s) after 54 s and before 60 s, naming the open ranks'
+node; the healthy job raises nothing; a restarted watcher re-sends nothing. Then the nightly
+path (`ckptwatch ingest` + `latency` + `stalls`) sees the same checkpoint as unfinished.
+
+Real time: about 65 s (the timeout is the issue's 60 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.loopback import Receiver, running_receiver
+
+from ckptwatch.collect.recorder import dumps_record, iso_time
+
+CLI = str(Path(sys.executable).with_name("ckptwatch"))
+TIMEOUT_S = 60.0
+HANG, HEALTHY = "llm-hang", "llm-ok"
+#: ranks 0-3 on node-a, 4-7 on node-b; in the hung checkpoint ranks 5 and 6 never finish.
+NODES = {r: ("node-a" if r < 4 else "node-b") for r in range(8)}
+OPEN_RANKS = (5, 6)
+
+
+def _record(job: str, step: int, rank: int, start: float, end: float | None) -> str:
+    rec: dict[str, Any] = {"job_id": job, "step": step, "rank": rank, "node": NODES[rank],
+                           "tier": "pool", "target": f"pool0-tgt{rank % 2:02d}",
+                           "start_time": iso_time(start)}
+    if end is None:
+        rec["status"] = "started"
+    else:
+        rec.update(end_time=iso_time(end), bytes=1 << 30, status="ok")
+    return dumps_record(rec)
+
+
+def _append(path: Path, lines: list[str]) -> None:
+    with path.open("a") as fh:
+        fh.write("".join(f"{ln}\n" for ln in lines))
+
+
+def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+
+
+@pytest.fixture
+def hook() -> Iterator[Receiver]:
+    with running_receiver() as r:
+        yield r
+
+
+def _alerts(receiver: Receiver, t0: float) -> list[tuple[float, dict[str, Any]]]:
+    return [(req["at"] - t0, a) for req in receiver.requests for a in req["body"]]
+
+
+def test_watch_warns_then_goes_critical_before_the_timeout(tmp_path: Path,
+                                                           hook: Receiver) -> None:
+    raw, lake = tmp_path / "raw", tmp_path / "lake"
+    (raw / "checkpoints").mkdir(parents=True)
+    (raw / "jobs").mkdir()
+    (raw / "jobs" / "jobs.csv").write_text(
+        "job_id,n_ranks,checkpoint_timeout_s\n"
+        f"{HANG},8,{TIMEOUT_S}\n{HEALTHY},8,{TIMEOUT_S}\n")
+    (raw / "topology.csv").write_text("node,leaf_switch\nnode-a,leaf01\nnode-b,leaf02\n")
+    config = tmp_path / "ckptwatch.toml"
+    config.write_text(f'[sinks]\nstdout = false\nwebhook_url = "{hook.url}/hook"\n')
+    env = {**os.environ, "HOME": str(tmp_path), "CKPTWATCH_CONFIG": str(config),
+           "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    for var in ("http_proxy", "HTTP_PROXY"):
+        env.pop(var, None)
+
+    # History: 10 healthy checkpoints of each job, every 5 min, ~4 s each, up to a minute ago.
+    now = time.time()
+    history = []
+    for job in (HANG, HEALTHY):
+        for i in range(10):
+            start = now - 60 - (10 - i) * 300
+            history += [_record(job, 100 * (i + 1), r, start, start + 3.5 + 0.05 * r)
+                        for r in range(8)]
+    _append(raw / "checkpoints" / "history.jsonl", history)
+    done = _run("ingest", str(raw), "--lake", str(lake), env=env)
+    assert done.returncode == 0, done.stderr
+
+    watcher = subprocess.Popen([CLI, "watch", str(raw), "--lake", str(lake), "--interval", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)
+    try:
+        time.sleep(3)  # the watcher has read the history and the lake's window
+        assert watcher.poll() is None, watcher.communicate()[1]
+        t0 = time.time()
+        live_hang, live_ok = raw / "checkpoints" / "hang.jsonl", raw / "checkpoints" / "ok.jsonl"
+        _append(live_hang, [_record(HANG, 1100, r, t0, None) for r in range(8)])
+        _append(live_ok, [_record(HEALTHY, 1100, r, t0, None) for r in range(8)])
+        time.sleep(4)
+        _append(live_hang, [_record(HANG, 1100, r, t0, t0 + 3.8) for r in range(8)
+                            if r not in OPEN_RANKS])
+        _append(live_ok, [_record(HEALTHY, 1100, r, t0, t0 + 3.9) for r in range(8)])
+        while time.time() - t0 < TIMEOUT_S + 1:
+            time.sleep(0.5)
+    finally:
+        watcher.send_signal(signal.SIGTERM)
+        out, err = watcher.communicate(timeout=30)
+    assert watcher.returncode == 0, err
+    assert "Traceback" not in err
+
+    received = _alerts(hook, t0)
+    firing = [(t, a) for t, a in received if a["status"] == "firing"]
+    assert {a["labels"]["job_id"] for _, a in received} == {HANG}, received  # healthy: silent
+    by_severity = {a["labels"]["severity"]: (t, a) for t, a in firing}
+    assert set(by_severity) == {"warning", "critical"}, firing
+    t_warn, warning = by_severity["warning"]
+    t_crit, critical = by_severity["critical"]
+    assert 42.0 <= t_warn < 48.0, (t_warn, err)
+    assert 54.0 <= t_crit < 60.0, (t_crit, err)
+    for alert in (warning, critical):
+        ann = alert["annotations"]
+        assert "node-b" in ann["summary"] and "leaf02" in ann["summary"], ann
+        assert ann["ranks_open"] == "2" and ann["step"] == "1100", ann
+        assert "ranks 5, 6" in ann["open_ranks"], ann
+    # The warning was resolved when the critical replaced it (one alert per job and tier).
+    resolved = [a for _, a in received if a["status"] == "resolved"]
+    assert [a["labels"]["severity"] for a in resolved] == ["warning"], resolved
+    n_before = len(hook.requests)
+
+    # A restarted watcher resumes (state in the lake) and re-sends nothing.
+    again = _run("watch", str(raw), "--lake", str(lake), "--interval", "2", "--once", env=env)
+    assert again.returncode == 0, again.stderr
+    assert len(hook.requests) == n_before, hook.requests[n_before:]
+
+    # The nightly path sees the checkpoint that never finished.
+    done = _run("ingest", str(raw), "--lake", str(lake), env=env)
+    assert done.returncode == 0, done.stderr
+    latency = _run("latency", "--lake", str(lake), "--format", "json", env=env)
+    assert latency.returncode == 0, latency.stderr
+    rows = {(r["job_id"], r["step"]): r for r in json.loads(latency.stdout)}
+    hung = rows[(HANG, 1100)]
+    assert hung["n_unfinished"] == 2 and hung["n_started"] == 8, hung
+    assert rows[(HEALTHY, 1100)]["n_unfinished"] == 0
+    stalls = _run("stalls", "--lake", str(lake), "--format", "json", env=env)
+    assert stalls.returncode == 0, stalls.stderr
+    listed = [(s["job_id"], s["step"]) for s in json.loads(stalls.stdout)]
+    assert (HANG, 1100) in listed, stalls.stdout
+    assert (HEALTHY, 1100) not in listed
