@@ -65,9 +65,18 @@ def render_alert(alert: Mapping[str, Any]) -> str:
     head = (f"[{status}:{labels.get('severity', '?')}] {labels.get('alertname', '?')} "
             f"job_id={labels.get('job_id', '?')} tier={labels.get('tier', '?')}")
     lines = [head, f"  {ann.get('summary', '')}"]
+    if "inflight_s" in ann:  # an open checkpoint (ckptwatch watch)
+        lines.append(f"  open {ann['inflight_s']} s | timeout {ann.get('timeout_s', '?')} s | "
+                     f"{ann.get('remaining_s', '?')} s left | ranks started "
+                     f"{ann.get('ranks_started', '?')}, finished {ann.get('ranks_finished', '?')}"
+                     f", open {ann.get('ranks_open', '?')}")
+        if ann.get("evidence"):
+            lines.append(f"  live evidence: {ann['evidence']}")
+        if ann.get("tail"):
+            lines.append(f"  tail of the completed checkpoints: {ann['tail']}")
     nums = [f"{k.removesuffix('_s')} {ann[k]} s" for k in
             ("p50_s", "p99_s", "max_s", "timeout_s", "headroom_s") if k in ann]
-    if nums:
+    if nums and "inflight_s" not in ann:
         lines.append("  " + " | ".join(nums))
     if ann.get("forecast"):
         lines.append(f"  forecast: {ann['forecast']}")
