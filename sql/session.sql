@@ -23,3 +23,13 @@ set variable slow_rank_min_excess_s = 0.5;
 -- >= straggler_min_excess_s over it.
 set variable straggler_factor = 2.0;
 set variable straggler_min_excess_s = 1.0;
+
+-- Identifier fields (job_id, node, device, …) longer than this are not read by the views: the
+-- ingest quarantines them (CKPTWATCH_MAX_FIELD_CHARS, RELIABILITY.md "Limits"), but a lake
+-- written by an older version may hold some, and one 300 MB job_id made every later analysis
+-- run out of memory. ckptwatch sets the active limit; int_lake_skipped_rows names such rows.
+set variable max_field_chars = 256;
+-- ids_over_limit([a, b, …]): true when any of the identifiers is longer than max_field_chars.
+create or replace macro ids_over_limit(ids) as
+    list_max(list_transform(ids, lambda x: coalesce(length(x), 0)))
+    > getvariable('max_field_chars');

@@ -5,6 +5,7 @@ create or replace view stg_checkpoint_starts as
 with
 source as (
     select * from checkpoint_starts
+    where not ids_over_limit([job_id, node, tier, target])  -- see int_lake_skipped_rows
 ),
 
 final as (

@@ -8,6 +8,7 @@ create or replace view stg_fabric_counters as
 with
 source as (
     select * from fabric_counters
+    where not ids_over_limit([node, device, port, counter])  -- see int_lake_skipped_rows
 ),
 
 versioned as (

@@ -6,6 +6,7 @@ create or replace view stg_nvme_smart as
 with
 source as (
     select * from nvme_smart
+    where not ids_over_limit([node, device, metric, model, serial, firmware])  -- see int_lake_skipped_rows
 ),
 
 metric_names as (

@@ -7,6 +7,7 @@ create or replace view stg_pool_metrics as
 with
 source as (
     select * from pool_metrics
+    where not ids_over_limit([pool, target, metric])  -- see int_lake_skipped_rows
 ),
 
 metric_names as (

@@ -4,6 +4,7 @@ create or replace view stg_topology as
 with
 source as (
     select * from topology
+    where not ids_over_limit([node, leaf_switch, nic, port])  -- see int_lake_skipped_rows
 ),
 
 latest as (

@@ -75,6 +75,7 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
         f"  report: {result['report']}",
         f"          {result['report_json']}  ({_latest(result)})",
     ]
+    lines += [f"  warning: {w}" for w in result.get("lake_warnings", [])]
     return "\n".join(lines)
 
 

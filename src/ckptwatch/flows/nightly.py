@@ -31,7 +31,7 @@ from ckptwatch.analysis.findings import StallFindings, find_stalls
 from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError
 from ckptwatch.flows.ingest import dask_runner, ingest_flow, pop_dask_flag
 from ckptwatch.ingest.run import IngestReport
-from ckptwatch.lake.query import connect, view_files
+from ckptwatch.lake.query import connect, skipped_rows, view_files
 from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
 from ckptwatch.report.facts import nightly_days
 from ckptwatch.settings import Settings, duckdb_memory_setting, load_settings, redact
@@ -57,6 +57,17 @@ def build_views(lake_root: Path, memory_limit: str) -> int:
     con = connect(lake_root, memory_limit=memory_limit)
     con.close()
     return len(view_files())
+
+
+@task(task_run_name="check lake", cache_policy=NO_CACHE)
+def check_lake(lake_root: Path, days: tuple[date, date], memory_limit: str) -> list[str]:
+    """Rows of the read days that every analysis leaves out (stored by an older version)."""
+    con = connect(lake_root, days=days, memory_limit=memory_limit,
+                  views=("int_lake_skipped_rows",))
+    try:
+        return skipped_rows(con)
+    finally:
+        con.close()
 
 
 @task(task_run_name="stalls", cache_policy=NO_CACHE)
@@ -129,6 +140,9 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         n_views = build_views(lake_root, limit)
     days = nightly_days(lake_root, report_date, lookback_days)
     logger.info("nightly: reading %s to %s", days[0], days[1])
+    lake_warnings = check_lake(lake_root, days, limit)
+    for warning in lake_warnings:
+        logger.info("nightly: warning: %s", warning)
     with _timed(steps, "stalls"):
         findings = detect_stalls(lake_root, days, limit)
     alert_run: AlertRun | None = None
@@ -153,6 +167,7 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "report": str(files.html), "report_json": str(files.json),
         "latest": str(files.latest_html), "latest_kept": files.latest_kept,
         "steps_s": steps,
+        "lake_warnings": lake_warnings,
     }
     logger.info("nightly: %d files ingested, %d stalls, %d alerts %s; report %s",
                 result["ingested"], result["stalls"], result["alerts"],

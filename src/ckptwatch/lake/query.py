@@ -22,7 +22,7 @@ import polars as pl
 
 from ckptwatch.errors import LakeError, QueryError
 from ckptwatch.lake.store import Lake
-from ckptwatch.settings import duckdb_memory_limit, sql_dir
+from ckptwatch.settings import active_ingest, duckdb_memory_limit, sql_dir
 
 LAYERS = ("lake", "staging", "intermediate", "marts")
 #: Settings run on every connection before the views (``sql/session.sql``).
@@ -144,6 +144,9 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
             raise QueryError(f"DuckDB memory limit {limit!r} (--duckdb-memory or "
                              f"CKPTWATCH_DUCKDB_MEMORY={limit!r}): {exc} (use e.g. 3GB)") from exc
     con.execute("SET VARIABLE lake = ?", [str(lake.root)]).fetchall()
+    # The ingest's field limit: staging leaves out longer identifiers (int_lake_skipped_rows).
+    con.execute("SET VARIABLE max_field_chars = ?",
+                [active_ingest().max_field_chars]).fetchall()
     if days is not None:
         con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
@@ -165,3 +168,17 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str,
         return rel.pl() if rel is not None else pl.DataFrame()
     except duckdb.Error as exc:
         raise QueryError(str(exc).splitlines()[0]) from exc
+
+
+def skipped_rows(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """One warning per table and source file whose rows the views leave out
+    (``int_lake_skipped_rows``: identifiers over the field limit, stored by an older version).
+    ``con`` must have that view (``views=("int_lake_skipped_rows",)`` or every view)."""
+    from ckptwatch.safetext import escape_controls
+
+    rows = run_sql(con, "select table_name, source_file, n_rows, reason "
+                        "from int_lake_skipped_rows order by table_name, source_file")
+    return [escape_controls(
+        f"lake: {n} row(s) of {table} from {source} left out of every analysis: {reason} "
+        "(written before the ingest limited it; ingest the file again after fixing it, or "
+        "remove its parts)") for table, source, n, reason in rows.iter_rows()]
