@@ -38,9 +38,12 @@ from ckptwatch.sources.base import safe_text
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="discover {raw_dir}", cache_policy=NO_CACHE)
-def discover_files(raw_dir: Path) -> list[RawFile]:
-    """List and recognise the raw files (I/O: retried)."""
-    return discover(raw_dir)
+def discover_files(raw_dir: Path, lake_root: Path | None = None
+                   ) -> tuple[list[RawFile], list[str]]:
+    """List and recognise the raw files, never the lake's own (I/O: retried); also the notes
+    (a lake skipped under the raw directory)."""
+    notes: list[str] = []
+    return discover(raw_dir, lake=lake_root, notes=notes), notes
 
 
 @task(task_run_name="parse {raw.rel}", cache_policy=NO_CACHE)
@@ -128,7 +131,7 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
         if recovered:
             logger.warning("rolled back %d file(s) left half-ingested by an earlier run",
                            recovered)
-        files = discover_files(raw_dir)
+        files, notes = discover_files(raw_dir, lake_root)
         known = lake.manifest_keys()
         now = datetime.now(UTC)
         results: list[FileResult] = []
@@ -146,7 +149,8 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
                 known.add(pf.key)  # a second copy of this content later in the run is skipped
             if i % 50 == 0 or i == len(files):
                 logger.info("ingest: %d/%d files", i, len(files))
-    report = IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0)
+    report = IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0,
+                          notes=[safe_text(n) for n in notes])
     logger.info("ingest: %d ingested, %d skipped, %d quarantined records", report.count(
         "ingested"), report.count("skipped"), report.quarantined)
     return report
