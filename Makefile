@@ -23,15 +23,22 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/ckptwatch demo --raw data/sample --lake $(DEMO_LAKE)
 
-# Debian packages the tests use for real (Alertmanager for the alert sink test). Installed when
-# running as root (CI, fresh machines); elsewhere those tests say they need it.
+# Debian packages the tests use for real: Alertmanager (the alert sink test) and Prometheus
+# with promtool (the rules' unit tests, the metrics check and the scrape test of the watcher's
+# metrics). One apt-get for whichever is missing, when running as root (CI, fresh machines);
+# elsewhere the Alertmanager tests are skipped and the Prometheus tests fail saying to run this.
 system-deps:
-	@if command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1; then :; \
+	@missing=""; \
+	command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
+		|| missing="$$missing prometheus-alertmanager"; \
+	{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } \
+		|| missing="$$missing prometheus"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing Debian's prometheus-alertmanager for the alert sink tests"; \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null) \
-		|| echo "warning: could not install prometheus-alertmanager; its test will be skipped"; \
-	else echo "note: prometheus-alertmanager not installed (not root); its test will be skipped"; fi
+		echo "installing Debian's$$missing for the alert sink and Prometheus tests"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \
+		|| echo "warning: could not install$$missing; the tests that need it will say so"; \
+	else echo "note:$$missing not installed (not root); the tests that need it will say so"; fi
 
 # The whole suite, tests/test_wheel.py (the wheel check below) included.
 test: $(STAMP) system-deps

@@ -1,0 +1,134 @@
+"""A real Prometheus for the tests (Debian's binary), and the binaries the Makefile installs.
+
+:func:`start_prometheus` runs one on a free loopback port, its TSDB in a temp dir, scraping one
+target (``host:port``) every second with ckptwatch's rules loaded; it is killed at the end and
+its log, kept in a file, is shown when it fails. The session fixtures are in
+tests/live/conftest.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptwatch.live.metrics import WatchMetrics
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+RULES = PROJECT_ROOT / "deploy" / "prometheus" / "ckptwatch-rules.yml"
+#: Seconds Prometheus gets to become ready, and a query to show its answer.
+READY_TIMEOUT_S = 15.0
+SCRAPE_JOB = "ckptwatch"
+
+
+def require_binary(name: str) -> str:
+    """The path of a binary the Makefile's system-deps installs; fail (never skip) without it."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: run make system-deps (as root; it installs "
+                    "Debian's prometheus package, which brings prometheus and promtool)")
+    return path
+
+
+def free_port() -> int:
+    """A free loopback TCP port (the same helper as tests/alerts/test_sinks.py's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class MetricsTarget:
+    """What Prometheus scrapes: ``address`` (host:port) and, here, the metrics behind it."""
+
+    address: str
+    metrics: WatchMetrics
+
+
+@dataclass
+class Prometheus:
+    """A running Prometheus: its base URL and log file."""
+
+    url: str
+    log: Path
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """The instant vector ``expr`` evaluates to now (``/api/v1/query``)."""
+        q = urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{q}", timeout=5) as resp:
+            body = json.load(resp)
+        assert body["status"] == "success", body
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result
+
+    def wait_for(self, expr: str, done: Callable[[list[dict[str, Any]]], bool],
+                 timeout_s: float = READY_TIMEOUT_S) -> list[dict[str, Any]]:
+        """Poll ``expr`` until ``done(result)``; fail with the last result and the log."""
+        deadline = time.monotonic() + timeout_s
+        result = self.query(expr)
+        while not done(result):
+            if time.monotonic() > deadline:
+                pytest.fail(f"Prometheus: {expr} never gave the expected result; last: "
+                            f"{result}\n--- prometheus log ---\n{self.log_tail()}")
+            time.sleep(0.2)
+            result = self.query(expr)
+        return result
+
+
+def prometheus_config(target: str | Sequence[str], rules: Path | None = None) -> str:
+    """A Prometheus config scraping ``target`` (host:port, or several) every second."""
+    targets = [target] if isinstance(target, str) else list(target)
+    text = (f"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"scrape_configs:\n  - job_name: {SCRAPE_JOB}\n"
+            f"    static_configs:\n      - targets: {json.dumps(targets)}\n")
+    if rules is not None:
+        text += f"rule_files:\n  - {json.dumps(str(rules))}\n"
+    return text
+
+
+
+@contextlib.contextmanager
+def start_prometheus(workdir: Path, target: str | Sequence[str],
+                     rules: Path | None = RULES) -> Iterator[Prometheus]:
+    """Debian's Prometheus on a free loopback port, scraping ``target`` (host:port) every second."""
+    binary = require_binary("prometheus")
+    (workdir / "prometheus.yml").write_text(prometheus_config(target, rules))
+    port = free_port()
+    log_path = workdir / "prometheus.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed after the process ends
+    proc = subprocess.Popen(
+        [binary, f"--config.file={workdir / 'prometheus.yml'}",
+         f"--storage.tsdb.path={workdir / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    server = Prometheus(f"http://127.0.0.1:{port}", log_path)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2):
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("Prometheus did not become ready (exit code "
+                                f"{proc.poll()}):\n{server.log_tail()}")
+                time.sleep(0.1)
+        yield server
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
