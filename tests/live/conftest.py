@@ -18,7 +18,6 @@ import pytest
 from tests.conftest_prometheus import MetricsTarget, Prometheus, free_port, start_prometheus
 
 from ckptwatch.collect.recorder import dumps_record, iso_time
-
 from ckptwatch.live.metrics import MetricsServer, WatchMetrics
 
 
