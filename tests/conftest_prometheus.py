@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.loopback import free_port
 
 from ckptwatch.live.metrics import WatchMetrics
 
@@ -40,13 +40,6 @@ def require_binary(name: str) -> str:
         pytest.fail(f"{name} is not installed: run make system-deps (as root; it installs "
                     "Debian's prometheus package, which brings prometheus and promtool)")
     return path
-
-
-def free_port() -> int:
-    """A free loopback TCP port (the same helper as tests/alerts/test_sinks.py's)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

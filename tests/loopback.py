@@ -1,10 +1,11 @@
-"""A loopback HTTP receiver for the sink and watcher tests: records each POST (with the time it
-arrived) and answers from a script."""
+"""Loopback helpers for the sink and watcher tests: an HTTP receiver that records each POST (with
+the time it arrived) and answers from a script, and a free port."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -59,3 +60,10 @@ def running_receiver() -> Iterator[Receiver]:
     finally:
         r.server.shutdown()
         r.server.server_close()
+
+
+def free_port() -> int:
+    """A free loopback TCP port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -2,7 +2,9 @@
 
 A job of 8 ranks on nodes n1 (ranks 0-3) and n2 (ranks 4-7) under leaf01, writing to pool targets
 t1 (even ranks) and t2 (odd ranks); checkpoint every 300 s, ~10 s each. Telemetry every 30 s.
-``build`` injects one cause at the stalled step and returns the lake.
+``build`` injects one cause at the stalled step and returns the lake. ``Case.unfinished`` names
+ranks that hang at the stalled step: they write a start marker and never their record (the job's
+timeout is 120 s; the later checkpoints take the data far past it, so that checkpoint timed out).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Case:
     pause_burst_at_s: float | None = None  # a pause burst on n1 (not during a checkpoint)
     idle_gc_target: str | None = None  # gc on a target nobody writes to, during the stall step
     mild_metadata_step: int | None = None  # metadata latency up a little; ranks barely slower
+    unfinished: tuple[int, ...] = ()  # ranks that start the stalled step and never finish it
+    markers: bool = False  # every rank writes a start marker at every step
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -39,7 +43,7 @@ def _ckpt_start(step: int) -> datetime:
 
 
 def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
-    cw, fab, pool, smart = [], [], [], []
+    cw, fab, pool, smart, starts = [], [], [], [], []
     for step in range(N_CKPT):
         start = _ckpt_start(step)
         for node, ranks in NODES.items():
@@ -57,6 +61,12 @@ def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
                         w = 34.0
                 if step == case.mild_metadata_step:
                     o, c = 0.5, 0.4
+                hangs = step == STALL_STEP and rank in case.unfinished
+                if case.markers or hangs:
+                    starts.append({"job_id": "j", "step": step, "rank": rank, "node": node,
+                                   "tier": "pool", "target": target, "start_ts": start})
+                if hangs:
+                    continue
                 end = start + timedelta(seconds=o + w + f + c)
                 cw.append({"job_id": "j", "step": step, "rank": rank, "node": node,
                            "tier": "pool", "target": target, "start_ts": start, "end_ts": end,
@@ -108,8 +118,9 @@ def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
              "checkpoint_interval_s": float(INTERVAL_S), "step_time_s": None,
              "gpus_per_node": 4, "tier": "pool"}]
     topo = [{"node": n, "leaf_switch": "leaf01", "nic": "mlx5_0", "port": "1"} for n in NODES]
-    return {"checkpoint_writes": cw, "fabric_counters": fab, "pool_metrics": pool,
-            "nvme_smart": smart, "jobs": jobs, "topology": topo}
+    tables = {"checkpoint_writes": cw, "fabric_counters": fab, "pool_metrics": pool,
+              "nvme_smart": smart, "jobs": jobs, "topology": topo}
+    return tables | ({"checkpoint_starts": starts} if starts else {})
 
 
 def build(root: Path, case: Case) -> Path:

@@ -1,6 +1,15 @@
-"""The wheel on its own: built from the checkout (and from its sdist), installed with the pins of
-constraints.txt into a fresh venv, and every main command run from a directory outside the
-checkout, with HOME and PREFECT_HOME in temporary directories.
+"""The wheel on its own: the sdist built from a copy of the checkout and the wheel built from
+that sdist (the files of the source tree, byte for byte), installed into a fresh venv that holds
+only the wheel's declared dependencies at the pins of constraints.txt, and every main command run
+from a directory outside the checkout, with HOME and PREFECT_HOME in temporary directories.
+
+The dependencies are not downloaded and unpacked again: the fresh venv gets hard links (copies
+across file systems) of exactly the files, per RECORD, of the distributions the wheel's
+Requires-Dist (with its ``notebooks`` extra) pulls in, taken from the dev venv that ``make``
+installed with ``-c constraints.txt``; the tests check those versions against the pins and the
+wheel's specifiers, and run ``pip check`` in the new venv. The wheel itself goes in by ``pip
+install --no-deps``. Nothing else of the dev venv is visible (no .pth to it, no editable
+ckptwatch), so a dependency missing from pyproject.toml still fails the commands here.
 
 One build and one venv per session. `make wheel-check` runs this file alone; `make test` runs it
 with the rest of the suite.
@@ -8,21 +17,26 @@ with the rest of the suite.
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import tomllib
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 pytestmark = pytest.mark.slow
 
@@ -78,9 +92,8 @@ print(json.dumps({
 
 @dataclass(frozen=True)
 class Wheels:
-    """The two wheels (direct from the source tree, and from its sdist) and the sdist."""
+    """The sdist built from the source tree, and the wheel built from that sdist."""
 
-    direct: Path
     from_sdist: Path
     sdist: Path
     seconds: dict[str, float]
@@ -94,6 +107,8 @@ class Installed:
     work: Path
     env: dict[str, str]
     seconds: dict[str, float] = field(default_factory=dict)
+    #: The distributions linked in from the dev venv: canonical name -> version.
+    linked: dict[str, str] = field(default_factory=dict)
 
     @property
     def python(self) -> Path:
@@ -171,32 +186,125 @@ def _members(wheel: Path) -> dict[str, bytes]:
         return {n: zf.read(n) for n in zf.namelist() if n.startswith("ckptwatch/")}
 
 
+def _package_patterns() -> list[str]:
+    """The package-data patterns of pyproject.toml."""
+    patterns: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
+        "setuptools"]["package-data"]["ckptwatch"]
+    return patterns
+
+
+def _source_files() -> dict[str, Path]:
+    """What a wheel built straight from the source tree holds below ckptwatch/: every module
+    of src/ckptwatch, and every file a package-data pattern matches (through the sql/ and
+    notebooks/ links), by wheel member name."""
+    files = {p for p in PACKAGE_SRC.rglob("*.py") if "__pycache__" not in p.parts}
+    for pattern in _package_patterns():
+        files |= {p for p in PACKAGE_SRC.glob(pattern) if p.is_file()}
+    return {f"ckptwatch/{p.relative_to(PACKAGE_SRC).as_posix()}": p for p in files}
+
+
+#: The dev venv (``make install``: the checkout editable, every dependency at the pins of
+#: constraints.txt) whose dependency files the fresh venv links to.
+DEV_PREFIX = Path(sys.prefix)
+DEV_SITE = Path(sysconfig.get_paths()["purelib"])
+
+
+def _requires(wheel: Path) -> list[str]:
+    """The wheel's Requires-Dist lines."""
+    with zipfile.ZipFile(wheel) as zf:
+        (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        msg = email.parser.Parser().parsestr(zf.read(meta).decode())
+    return msg.get_all("Requires-Dist") or []
+
+
+def _dependency_closure(requires: list[str], extras: set[str]) -> dict[str, Any]:
+    """The distributions of the dev venv that ``requires`` (with ``extras``) pulls in,
+    transitively, by canonical name; each one's version must meet every specifier on the way."""
+    from importlib.metadata import distributions
+
+    have = {canonicalize_name(d.metadata["Name"]): d for d in distributions(path=[str(DEV_SITE)])}
+    found: dict[str, Any] = {}
+    seen: set[tuple[str, frozenset[str]]] = set()
+    todo = [(r, frozenset(extras)) for r in requires]
+    while todo:
+        text, wanted = todo.pop()
+        req = Requirement(text)
+        if req.marker is not None and not any(req.marker.evaluate({"extra": e})
+                                               for e in (wanted or {""})):
+            continue
+        name = canonicalize_name(req.name)
+        assert name in have, f"{text}: not installed in the dev venv {DEV_PREFIX} (make install)"
+        dist = have[name]
+        assert req.specifier.contains(dist.version, prereleases=True), (
+            f"{text}: the dev venv holds {name} {dist.version} (make install)")
+        key = (name, frozenset(req.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        found[name] = dist
+        todo += [(r, frozenset(req.extras)) for r in dist.requires or []]
+    return found
+
+
+def _link_distribution(dist: Any, venv: Path, site: Path) -> int:
+    """Every file of ``dist``'s RECORD into the venv, as it would be installed there: hard
+    links (copies across file systems); scripts get the venv's interpreter. Returns how many
+    files had to be copied."""
+    copied = 0
+    for rel in dist.files or []:
+        src = Path(os.path.normpath(DEV_SITE / rel))
+        if not src.is_file():
+            continue  # a .pyc listed but never written
+        if src.is_relative_to(DEV_SITE):
+            dest = site / src.relative_to(DEV_SITE)
+        elif src.is_relative_to(DEV_PREFIX):
+            dest = venv / src.relative_to(DEV_PREFIX)
+        else:
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.parent == venv / "bin":
+            data = src.read_bytes()
+            if data.startswith(b"#!"):
+                first, _, rest = data.partition(b"\n")
+                data = first.replace(str(DEV_PREFIX / "bin" / "python").encode(),
+                                     str(venv / "bin" / "python").encode()) + b"\n" + rest
+            dest.write_bytes(data)
+            shutil.copymode(src, dest)
+            continue
+        try:
+            os.link(src, dest)
+        except OSError:
+            shutil.copy2(src, dest)
+            copied += 1
+    return copied
+
+
 @pytest.fixture(scope="session")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    """The wheel built from a copy of the working tree, and the sdist -> wheel path."""
+    """The sdist of a copy of the working tree, and the wheel built from it.
+
+    No second wheel straight from the tree: what that one would hold (``_source_files``) is
+    compared with the sdist's wheel file by file instead, which costs no build.
+    """
     base = tmp_path_factory.mktemp("wheel-build")
     src = _copy_source(base / "src")
     seconds: dict[str, float] = {}
     # sdist first, then the wheel from the unpacked sdist (build's default).
     _timed(seconds, "build sdist -> wheel",
            [sys.executable, "-m", "build", "--outdir", str(base / "sdist"), str(src)])
-    _timed(seconds, "pip wheel (direct)",
-           [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-            str(base / "direct"), str(src)])
-    (direct,) = (base / "direct").glob("ckptwatch-*.whl")
     (from_sdist,) = (base / "sdist").glob("ckptwatch-*.whl")
     (sdist,) = (base / "sdist").glob("ckptwatch-*.tar.gz")
-    return Wheels(direct, from_sdist, sdist, seconds)
+    return Wheels(from_sdist, sdist, seconds)
 
 
 @pytest.fixture(scope="session")
 def installed(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory,
               request: pytest.FixtureRequest) -> Iterator[Installed]:
-    """The direct wheel and its ``notebooks`` extra in a fresh venv, pinned by constraints.txt.
+    """The wheel and its ``notebooks`` extra in a fresh venv, at the pins of constraints.txt.
 
-    The venv is made without pip and filled by this environment's pip (``--python``): it skips
-    ensurepip and the old pip it bundles. ``--no-compile`` skips byte-compiling every dependency;
-    the commands compile what they import, once (PYTHONDONTWRITEBYTECODE is not passed on).
+    The venv is made without pip; the dependencies the wheel declares are linked in from the
+    dev venv (see the module docstring), then this environment's pip (``--python``) installs the
+    wheel alone (``--no-deps --no-index``).
     """
     base = tmp_path_factory.mktemp("wheel-venv")
     assert not _under(base, ROOT), f"{base} is inside the checkout (--basetemp?)"
@@ -205,13 +313,20 @@ def installed(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory,
     work.mkdir()
     seconds: dict[str, float] = dict(wheels.seconds)
     _timed(seconds, "venv", [sys.executable, "-m", "venv", "--without-pip", str(venv)])
-    _timed(seconds, "pip install wheel[notebooks]",
+    t0 = time.monotonic()
+    site = venv / Path(sysconfig.get_path("purelib", vars={"base": "."}))
+    assert site.is_dir(), site
+    deps = _dependency_closure(_requires(wheels.from_sdist), {"notebooks"})
+    copied = sum(_link_distribution(dist, venv, site) for dist in deps.values())
+    seconds["link the dependencies"] = time.monotonic() - t0
+    _timed(seconds, "pip install --no-deps wheel",
            [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-            "-q", "--no-compile", "-c", str(ROOT / "constraints.txt"),
-            f"{wheels.direct}[notebooks]"])
-    box = Installed(venv, work, _clean_env(home, venv), seconds)
+            "-q", "--no-deps", "--no-index", "--no-compile", str(wheels.from_sdist)])
+    box = Installed(venv, work, _clean_env(home, venv), seconds,
+                    {name: d.version for name, d in deps.items()})
     yield box
-    shutil.rmtree(venv, ignore_errors=True)  # 1 GB; pytest keeps the last three temp dirs
+    if copied:  # 1 GB of copies; pytest keeps the last three temp dirs (links cost nothing)
+        shutil.rmtree(venv, ignore_errors=True)
     # The time of each step, on the terminal even when pytest captures the output.
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
@@ -221,6 +336,52 @@ def installed(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory,
             reporter.write_line(f"wheel check: {sum(box.seconds.values()):.0f} s in all")
             for step, s in box.seconds.items():
                 reporter.write_line(f"  {s:7.1f} s  {step}")
+
+
+def _demo(box: Installed) -> str:
+    """``ckptwatch demo`` in its own directory (and Prefect home) outside the checkout."""
+    work = box.work / "demo"
+    work.mkdir()
+    env = {**box.env, "PREFECT_HOME": str(work / ".prefect")}
+    return box.run("demo", "--lake", "L2", cwd=work, env=env).stdout
+
+
+def _train_then_evaluate(box: Installed) -> str:
+    """``ckptwatch train-model`` (one small seed), then ``evaluate`` of that model (JSON)."""
+    model = box.work / "models" / "attribution.joblib"
+    box.run("train-model", "--seeds", "1000-1000", *SMALL, "--out", model, "--quiet")
+    return box.run("evaluate", "--seeds", "2000-2000", *SMALL, "--model", model,
+                   "--format", "json", "--quiet").stdout
+
+
+def _plan(box: Installed) -> str:
+    return box.run("plan").stdout
+
+
+#: The commands that need no lake, run one after the other beside the tests' own commands
+#: (each command is mostly one core: on the 2-CPU CI machine the second one was idle).
+_BESIDE: dict[str, Callable[[Installed], str]] = {
+    "demo": _demo, "train-model then evaluate": _train_then_evaluate, "plan": _plan}
+
+
+@dataclass(frozen=True)
+class Beside:
+    """The commands of ``_BESIDE``, under way in one background thread."""
+
+    futures: dict[str, Future[str]]
+
+    def result(self, name: str) -> str:
+        """The command's stdout once it has ended (its own assertion errors re-raised)."""
+        return self.futures[name].result(timeout=3 * COMMAND_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def beside(installed: Installed) -> Iterator[Beside]:
+    """``_BESIDE`` started now in a background thread; the tests read their outputs later.
+    Requested by the first tests that run commands, so that it starts first."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheel-beside") as pool:
+        yield Beside({name: pool.submit(fn, installed) for name, fn in _BESIDE.items()})
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -234,8 +395,9 @@ class SmallLake:
 
 
 @pytest.fixture(scope="session")
-def small_lake(installed: Installed) -> SmallLake:
-    """``ckptwatch simulate`` (small) then ``ckptwatch ingest`` into a lake."""
+def small_lake(installed: Installed, beside: Beside) -> SmallLake:
+    """``ckptwatch simulate`` (small) then ``ckptwatch ingest`` into a lake (``beside``
+    already under way)."""
     raw, lake = installed.work / "raw", installed.work / "lake"
     sim = installed.run("simulate", raw, *SCENARIO)
     ing = installed.run("ingest", raw, "--lake", lake)
@@ -252,8 +414,8 @@ def stalls(installed: Installed, small_lake: SmallLake) -> list[dict[str, Any]]:
 
 
 def test_the_wheel_holds_the_package_the_sql_views_and_the_notebook(wheels: Wheels) -> None:
-    members = _members(wheels.direct)
-    with zipfile.ZipFile(wheels.direct) as zf:
+    members = _members(wheels.from_sdist)
+    with zipfile.ZipFile(wheels.from_sdist) as zf:
         tops = {n.split("/", 1)[0] for n in zf.namelist()}
     assert tops == {"ckptwatch", "ckptwatch-0.1.0.dist-info"}
     modules = {f"ckptwatch/{p.relative_to(PACKAGE_SRC).as_posix()}"
@@ -267,19 +429,34 @@ def test_the_wheel_holds_the_package_the_sql_views_and_the_notebook(wheels: Whee
     assert "ckptwatch/notebooks/stall_postmortem.ipynb" in members
     assert "ckptwatch/py.typed" in members
     # Every package-data pattern of pyproject.toml matches something.
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]["ckptwatch"]
-    for pattern in patterns:
+    for pattern in _package_patterns():
         assert list(PACKAGE_SRC.glob(pattern)), pattern
 
 
 def test_the_sdist_builds_the_same_wheel(wheels: Wheels) -> None:
-    direct, from_sdist = _members(wheels.direct), _members(wheels.from_sdist)
-    assert sorted(from_sdist) == sorted(direct)
-    assert [n for n in direct if direct[n] != from_sdist[n]] == []
+    """The sdist's wheel holds what a wheel built straight from the tree does: every module
+    and package-data file of src/ckptwatch (the links followed), nothing else, byte for byte."""
+    source, from_sdist = _source_files(), _members(wheels.from_sdist)
+    assert sorted(from_sdist) == sorted(source)
+    assert [n for n in source if source[n].read_bytes() != from_sdist[n]] == []
 
 
-def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installed) -> None:
+def test_the_venv_holds_the_declared_dependencies_at_the_pins(installed: Installed) -> None:
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        name, sep, version = line.split("#", 1)[0].strip().partition("==")
+        if sep:
+            pins[canonicalize_name(name)] = version.strip()
+    assert {"polars", "duckdb", "prefect", "nbclient", "ipykernel"} <= set(installed.linked)
+    assert "ckptwatch" not in installed.linked
+    assert {n: v for n, v in installed.linked.items() if n in pins and pins[n] != v} == {}
+    assert set(installed.linked) <= set(pins), "dependencies that constraints.txt does not pin"
+    # Every installed distribution's requirements are met, the wheel's included.
+    installed.call([sys.executable, "-m", "pip", "--python", str(installed.python), "check"])
+
+
+def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installed,
+                                                             beside: Beside) -> None:
     proc = installed.call([str(installed.python), "-I", "-c", _WHERE_FROM])
     where = json.loads(proc.stdout)
     assert _under(where["package"], installed.venv), where["package"]
@@ -366,21 +543,19 @@ def test_postmortem_html(installed: Installed, small_lake: SmallLake,
     assert "data:image/png;base64," in text
 
 
-def test_plan(installed: Installed) -> None:
-    out = installed.run("plan").stdout
+def test_plan(beside: Beside) -> None:
+    out = beside.result("plan")
     assert re.search(r"^best: \S+", out, re.M)
     for strategy in ("local", "local+replica", "pool", "tiered"):
         assert re.search(rf"^  {re.escape(strategy)}\b", out, re.M), strategy
 
 
-def test_train_model_then_evaluate(installed: Installed) -> None:
+def test_train_model_then_evaluate(installed: Installed, beside: Beside) -> None:
     model = installed.work / "models" / "attribution.joblib"
-    installed.run("train-model", "--seeds", "1000-1000", *SMALL, "--out", model, "--quiet")
+    out = beside.result("train-model then evaluate")
     assert model.is_file()
     card = json.loads(model.with_suffix(".json").read_text())
     assert card["training_seeds"] == [1000]
-    out = installed.run("evaluate", "--seeds", "2000-2000", *SMALL, "--model", model,
-                        "--format", "json", "--quiet").stdout
     report = json.loads(out)
     assert report["seeds"] == [2000]
     assert report["model"]["training_seeds"] == [1000]
@@ -388,12 +563,10 @@ def test_train_model_then_evaluate(installed: Installed) -> None:
     assert 0.0 <= report["detection"]["recall"] <= 1.0
 
 
-def test_demo_simulates_the_sample(installed: Installed) -> None:
+def test_demo_simulates_the_sample(installed: Installed, beside: Beside) -> None:
     """Outside a checkout ``demo`` simulates the bundled sample: the same files, byte for byte."""
     work = installed.work / "demo"
-    work.mkdir()
-    env = {**installed.env, "PREFECT_HOME": str(work / ".prefect")}
-    out = installed.run("demo", "--lake", "L2", cwd=work, env=env).stdout
+    out = beside.result("demo")
     assert "simulating the sample scenario" in out
     assert re.search(r"^\d+ stall\(s\); attribution: ", out, re.M)
     assert "Open the daily report: L2/reports/" in out

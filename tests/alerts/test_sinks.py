@@ -11,7 +11,6 @@ import base64
 import json
 import logging
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -24,7 +23,7 @@ from typing import Any
 import polars as pl
 import pytest
 from tests.conftest import hot_lake
-from tests.loopback import Receiver, running_receiver
+from tests.loopback import Receiver, free_port, running_receiver
 
 from ckptwatch.alerts import sinks as alert_sinks
 from ckptwatch.alerts.evaluate import evaluate
@@ -74,12 +73,6 @@ def receiver() -> Iterator[Receiver]:
     """A running loopback receiver (tests/loopback.py)."""
     with running_receiver() as r:
         yield r
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_webhook_delivers_the_alerts_with_a_bearer_token(receiver: Receiver) -> None:

@@ -77,3 +77,35 @@ def test_detection_thresholds_are_configurable(tmp_path: Path) -> None:
     con = connect(build(tmp_path / "lake", Case(stall="gc")))
     assert len(stall_reports(con, settings=DetectionSettings(stall_factor=10.0))) == 0
     assert len(stall_reports(con, settings=DetectionSettings(stall_factor=2.0))) == 1
+
+
+def test_a_timed_out_checkpoint_is_a_stall_naming_where_its_ranks_hung(tmp_path: Path) -> None:
+    # Ranks 0 and 2 (node n1, leaf01, target t1) hang during the fabric pause on n1: the
+    # checkpoint timed out (120 s), its barrier is at least the timeout, and it is a stall.
+    [stall] = _reports(tmp_path, Case(stall="fabric_pause", unfinished=(0, 2), markers=True))
+    assert (stall["step"], stall["cause"]) == (STALL_STEP, "fabric_pause")
+    assert (stall["n_started"], stall["n_unfinished"], stall["n_ranks"]) == (8, 2, 6)
+    assert stall["timed_out"] is True and stall["barrier_is_lower_bound"] is True
+    assert stall["barrier_s"] == 120.0
+    assert (stall["unfinished_nodes"], stall["unfinished_leaves"],
+            stall["unfinished_targets"]) == (["n1"], ["leaf01"], ["t1"])
+    assert stall["never_finished"] == (
+        "2 of 8 ranks never finished step 8; last seen on n1, leaf01, target t1 (still open "
+        "at the job's checkpoint timeout)")
+
+
+def test_attribution_looks_at_the_unfinished_ranks_hosts(tmp_path: Path) -> None:
+    # Every finished rank of step 8 is normal; ranks 0 and 1 (node n1) hang while n1's NIC
+    # receives a pause storm. Only the hung ranks point at n1: the stall is a fabric pause.
+    stall_t = 60 + STALL_STEP * 300
+    [stall] = _reports(tmp_path, Case(unfinished=(0, 1), pause_burst_at_s=stall_t))
+    assert (stall["step"], stall["n_unfinished"], stall["n_slow"]) == (STALL_STEP, 2, 2)
+    assert stall["cause"] == "fabric_pause"
+    assert stall["causes"][0]["evidence"][0].startswith(  # type: ignore[index]
+        "pause / PortXmitWait on 1/1 slow nodes of leaf01 (n1): ")
+
+
+def test_a_case_without_unfinished_ranks_says_nothing_of_them(tmp_path: Path) -> None:
+    [stall] = _reports(tmp_path, Case(stall="gc", markers=True))
+    assert (stall["n_started"], stall["n_unfinished"], stall["timed_out"]) == (8, 0, False)
+    assert stall["never_finished"] == "" and stall["barrier_is_lower_bound"] is False

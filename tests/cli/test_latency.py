@@ -117,3 +117,35 @@ def test_help_names_the_groupings(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--by {checkpoint,job,tier}" in out and "--format {table,json,csv}" in out
+
+
+def test_json_counts_started_and_unfinished_ranks(lake: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # j1 step 300: rank 0 finishes in 8 s, rank 1 never does. j1's timeout is 60 s and the data
+    # reaches T0 + 308 (rank 0's end) only: open 8 s, not timed out; the barrier is >= 8 s.
+    start = T0 + timedelta(seconds=300)
+    seed(lake, "checkpoint_starts", [
+        {"job_id": "j1", "step": step, "rank": r, "node": f"n{r}", "tier": "pool",
+         "start_ts": T0 + timedelta(seconds=step)} for step in (100, 300) for r in (0, 1)])
+    extra = lake / "checkpoint_writes" / f"date={T0:%Y-%m-%d}" / "part-y.parquet"
+    pq.write_table(pa.Table.from_pylist([{
+        "job_id": "j1", "step": 300, "rank": 0, "node": "n0", "tier": "pool", "start_ts": start,
+        "end_ts": start + timedelta(seconds=8), "duration_s": 8.0, "bytes": 1, "status": "ok",
+        "source_file": "seed", "ingested_ts": T0}], schema=TABLES["checkpoint_writes"].schema),
+        extra)
+    code, out, _ = run(capsys, "--lake", str(lake), "--job", "j1", "--format", "json")
+    assert code == 0
+    got = {r["step"]: r for r in json.loads(out)}
+    keys = ("n_started", "n_unfinished", "timed_out", "barrier_is_lower_bound", "barrier_s")
+    assert {k: got[100][k] for k in keys} == {
+        "n_started": 2, "n_unfinished": 0, "timed_out": False, "barrier_is_lower_bound": False,
+        "barrier_s": 10.0}
+    assert {k: got[200][k] for k in keys} == {
+        "n_started": 0, "n_unfinished": 0, "timed_out": False, "barrier_is_lower_bound": False,
+        "barrier_s": 30.0}
+    assert {k: got[300][k] for k in keys} == {
+        "n_started": 2, "n_unfinished": 1, "timed_out": False, "barrier_is_lower_bound": True,
+        "barrier_s": 8.0}
+    code, out, _ = run(capsys, "--lake", str(lake), "--job", "j1")
+    header = [c.strip() for c in out.splitlines()[0].strip("|").split("|")]
+    assert "n_unfinished" in header and "timed_out" in header

@@ -42,6 +42,13 @@ HYPERPOD = EXCERPTS / "megatron_hyperpod_slurm_resiliency_doc.log"
 DGXC = EXCERPTS / "megatron_nemo_dgxc_llama3.1_readme.log"
 
 
+def read_lines(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(start markers, finished records) of a recorder's file, in file order."""
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    return ([r for r in rows if r["status"] == "started"],
+            [r for r in rows if r["status"] != "started"])
+
+
 # --------------------------------------------------------------------------- DCP replica
 
 
@@ -164,7 +171,12 @@ def test_dcp_save_events_become_a_per_rank_record(tmp_path: Path,
     fake_dcp_save(dcp_logger, FileSystemWriter(tmp_path / "ckpt" / "step_1200", 5,
                                                [1000, 24]), rank=5)
     handler.uninstall()
-    [r] = [json.loads(x) for x in out.read_text().splitlines()]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    [marker], [r] = read_lines(out)
+    assert rows == [marker, r]  # the marker first, written when the save began
+    assert marker == {"job_id": "j1", "step": 1200, "rank": 5, "node": "gpu-node-07",
+                      "tier": "pool", "start_time": r["start_time"], "target": None,
+                      "status": "started"}
     assert (r["job_id"], r["step"], r["rank"], r["node"], r["tier"], r["bytes"], r["status"]) \
         == ("j1", 1200, 5, "gpu-node-07", "pool", 1024, "ok")
     start, end = datetime.fromisoformat(r["start_time"]), datetime.fromisoformat(r["end_time"])
@@ -185,7 +197,8 @@ def test_dcp_save_on_an_upload_thread_without_inner_ids(tmp_path: Path,
         "inner_ids": False})
     worker.start()
     worker.join()
-    [r] = [json.loads(x) for x in out.read_text().splitlines()]
+    [marker], [r] = read_lines(out)
+    assert (marker["step"], marker["rank"]) == (40, 1)
     assert (r["step"], r["rank"], r["bytes"]) == (40, 1, 8) and r["write_s"] >= 0.01
 
 
@@ -196,7 +209,8 @@ def test_dcp_failed_save_is_an_error_record(tmp_path: Path, dcp_logger: logging.
     with pytest.raises(OSError, match="No space left"):
         fake_dcp_save(dcp_logger, FileSystemWriter(tmp_path / "iter_0000300", 2, [10],
                                                    fail=True), rank=2)
-    [r] = [json.loads(x) for x in out.read_text().splitlines()]  # flushed at once
+    [marker], [r] = read_lines(out)  # both flushed at once, though flush_every=100
+    assert (marker["step"], marker["rank"]) == (300, 2)
     assert (r["step"], r["rank"], r["status"], r["bytes"]) == (300, 2, "error", 10)
     assert r["write_s"] is None  # write_data raised: it logged no end event
 
@@ -212,8 +226,8 @@ def test_dcp_step_fallback_and_no_step(tmp_path: Path, dcp_logger: logging.Logge
     assert capsys.readouterr().err.count("names no step") == 1  # said once
     handler.step = 77
     fake_dcp_save(dcp_logger, FileSystemWriter(tmp_path / "latest", 0, [1]), rank=0)
-    [r] = [json.loads(x) for x in out.read_text().splitlines()]
-    assert (r["step"], r["bytes"]) == (77, 0)
+    [marker], [r] = read_lines(out)
+    assert (marker["step"], r["step"], r["bytes"]) == (77, 77, 0)
 
 
 def test_dcp_handler_never_breaks_the_save(tmp_path: Path, dcp_logger: logging.Logger,
@@ -330,7 +344,9 @@ STAMPED = "\n".join([
 def test_megatron_stamped_lines_every_timer_layout() -> None:
     records = parse_megatron_log(STAMPED.splitlines(), job_id="m1", tier="pool",
                                  non_persistent_tier="local", node="n0")
-    got = {r["step"]: (r["start_time"], r["end_time"], r["tier"]) for r in records}
+    markers = [r for r in records if r["status"] == "started"]
+    got = {r["step"]: (r["start_time"], r["end_time"], r["tier"]) for r in records
+           if r["status"] != "started"}
     assert got == {
         # end = the "successfully saved" stamp; duration = the max across ranks
         100: ("2025-03-04T10:00:01.250000+00:00", "2025-03-04T10:00:31.750000+00:00", "pool"),
@@ -344,8 +360,11 @@ def test_megatron_stamped_lines_every_timer_layout() -> None:
         # after 700 started does not take 700's timer
         600: ("2025-03-04T10:35:00.000000+00:00", "2025-03-04T10:35:02.000000+00:00", "pool"),
         700: ("2025-03-04T10:38:00.000000+00:00", "2025-03-04T10:38:03.000000+00:00", "pool"),
-        # 500 never finished: no record
+        # 500 never finished: no finished record, its start marker below
     }
+    assert markers == [{"job_id": "m1", "step": 500, "rank": 0, "node": "n0", "tier": "pool",
+                        "start_time": "2025-03-04T10:40:00.000000+00:00", "target": None,
+                        "status": "started"}]
     assert {r["rank"] for r in records} == {0}
 
 
@@ -357,9 +376,10 @@ def test_megatron_records_ingest_cleanly(tmp_path: Path) -> None:
     records += parse_megatron_log(HYPERPOD.read_text().splitlines(), job_id="hp",
                                   tier="pool", default_time=end)
     (tmp_path / "raw" / "checkpoints").mkdir(parents=True)
-    assert write_records(tmp_path / "raw" / "checkpoints" / "megatron.jsonl", records) == 8
+    assert write_records(tmp_path / "raw" / "checkpoints" / "megatron.jsonl", records) == 9
     report = ingest(tmp_path / "raw", tmp_path / "lake")
-    assert report.rows["checkpoint_writes"] == 8 and report.quarantined == 0
+    assert report.rows == {"checkpoint_writes": 8, "checkpoint_starts": 1}
+    assert report.quarantined == 0
 
 
 def test_megatron_module_command(tmp_path: Path) -> None:

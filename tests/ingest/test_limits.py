@@ -255,6 +255,49 @@ def test_text_with_a_byte_order_mark_is_decoded(tmp_path: Path, bom: bytes, code
     assert set(Lake(tmp_path / "lake").read("checkpoint_writes")["job_id"]) == {"jé"}
 
 
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_detected(tmp_path: Path, codec: str) -> None:
+    raw = _raw(tmp_path)
+    text = ("job_id,step,rank,node,tier,start_time,end_time,bytes,status\n"
+            f"jé,1,0,n0,pool,{T0},,,started\n"
+            + "".join(f"jé,{s},0,n0,pool,{T0},2026-11-28T00:00:05Z,1,ok\n" for s in range(3)))
+    (raw / "checkpoints" / "c.csv").write_bytes(text.encode(codec))
+    report = ingest(raw, tmp_path / "lake")
+    assert report.count("failed") == 0 and report.quarantined == 0
+    assert report.rows == {"checkpoint_writes": 3, "checkpoint_starts": 1}
+    assert set(Lake(tmp_path / "lake").read("checkpoint_starts")["job_id"]) == {"jé"}
+
+
+@pytest.mark.parametrize("name", ["c.csv", "c.jsonl"])
+def test_a_table_that_is_not_utf8_is_failed_whole(tmp_path: Path, name: str) -> None:
+    raw = _raw(tmp_path)
+    good = (_lines([_ckpt(), _ckpt(rank=1)]) if name.endswith(".jsonl") else
+            f"job_id,step,rank,node,tier,start_time,end_time,bytes\nj1,1,0,n0,pool,{T0},"
+            f"{T0},1\n".encode())
+    bad = (_lines([_ckpt(job="j\u00e9", rank=2)]).replace(b"j\\u00e9", b"j\xe9")
+           if name.endswith(".jsonl") else f"j\xe9,1,2,n0,pool,{T0},{T0},1\n".encode("latin-1"))
+    (raw / "checkpoints" / name).write_bytes(good + bad)
+    at = (good + bad).index(b"\xe9")  # the offset of the bad byte, counted from 0
+    [f] = ingest(raw, tmp_path / "lake").files
+    assert f.status == "failed" and f.error is not None
+    assert f.error.startswith(f"not UTF-8 text at byte {at:,} (invalid continuation byte): "
+                              "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    assert Lake(tmp_path / "lake").manifest_keys() == set()  # read again once fixed
+
+
+def test_markers_and_records_of_one_file_land_in_their_tables(tmp_path: Path) -> None:
+    raw = _raw(tmp_path)
+    marker = {k: v for k, v in _ckpt(rank=1).items() if k not in ("end_time", "bytes")}
+    (raw / "checkpoints" / "c.jsonl").write_bytes(_lines([
+        {**_ckpt(), "status": "started", "end_time": None, "bytes": None},
+        {**marker, "status": "started"}, _ckpt()]))
+    report = ingest(raw, tmp_path / "lake")
+    assert report.rows == {"checkpoint_starts": 2, "checkpoint_writes": 1}
+    assert report.quarantined == 0
+    again = ingest(raw, tmp_path / "lake")  # the file is in the manifest: nothing twice
+    assert again.rows == {} and [f.status for f in again.files] == ["skipped"]
+
+
 @pytest.mark.parametrize("sep", [";", "\t"])
 def test_a_semicolon_or_tab_csv_is_read(tmp_path: Path, sep: str) -> None:
     raw = _raw(tmp_path)

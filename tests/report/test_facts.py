@@ -21,12 +21,13 @@ TOP_KEYS = {"report_version", "ckptwatch_version", "generated_at", "date", "wind
             "alerts", "plans", "data"}
 JOB_KEYS = {"job_id", "tier", "n_ranks", "timeout_s", "warning_s", "critical_s",
             "n_checkpoints", "barrier_p50_s", "barrier_p99_s", "barrier_max_s", "worst_step",
-            "n_stalls", "checkpoints", "stalls"}
+            "n_stalls", "n_timed_out", "checkpoints", "stalls"}
 CHECKPOINT_KEYS = {"step", "start_ts", "end_ts", "p50_s", "p99_s", "barrier_s", "baseline_s",
-                   "is_stall"}
+                   "is_stall", "n_unfinished", "timed_out"}
 STALL_KEYS = {"job_id", "step", "tier", "start_ts", "end_ts", "barrier_s", "baseline_s",
               "ratio_to_baseline", "p50_s", "p99_s", "n_ranks", "n_slow", "cause", "score",
-              "evidence", "causes", "postmortem"}
+              "evidence", "causes", "postmortem", "n_unfinished", "timed_out",
+              "barrier_is_lower_bound", "never_finished"}
 HEADROOM_KEYS = {"job_id", "tier", "n_checkpoints", "p50_s", "p99_s", "max_s", "tail_stat",
                  "tail_s", "timeout_s", "headroom_s", "warning_s", "critical_s", "level",
                  "alert", "trend_s_per_h", "forecast", "forecast_warning_at",

@@ -40,15 +40,20 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def read_checkpoint_lines(path: Path) -> list[dict[str, Any]]:
+    """Every line of one checkpoint file (start markers and finished records), as written."""
+    if path.suffix == ".csv":
+        with path.open(newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    return _jsonl(path)
+
+
 def read_checkpoints(root: Path) -> list[dict[str, Any]]:
-    """Every rank record of every checkpoint file, times as epoch seconds."""
+    """Every finished rank record of every checkpoint file (start markers left out), times as
+    epoch seconds."""
     rows: list[dict[str, Any]] = []
     for path in sorted((root / "checkpoints").iterdir()):
-        if path.suffix == ".csv":
-            with path.open(newline="", encoding="utf-8") as fh:
-                raw = list(csv.DictReader(fh))
-        else:
-            raw = _jsonl(path)
+        raw = [r for r in read_checkpoint_lines(path) if r["status"] != "started"]
         for r in raw:
             rows.append({**r, "step": int(r["step"]), "rank": int(r["rank"]),
                          "start": _epoch(r["start_time"]), "end": _epoch(r["end_time"]),

@@ -397,7 +397,7 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "start_time": st.sampled_from(["2026-11-28T00:00:00Z", 1764288000, "1764288000.5"]),
     "end_time": st.sampled_from(["2026-11-28T00:00:09+00:00", 1764288010]),
     "bytes": st.integers(0, 10**12), "open_s": st.floats(0, 10), "status": st.sampled_from(
-        ["ok", "error", None]), "n_ranks": st.integers(1, 512),
+        ["ok", "error", None, "started"]), "n_ranks": st.integers(1, 512),
     "checkpoint_timeout_s": st.floats(1, 1e4), "checkpoint_interval_s": st.floats(1, 1e4),
     "ts": st.sampled_from(["2026-11-28T00:00:00Z", 1764288000, "2026-11-28 01:00:00"]),
     "pool": st.just("pool0"), "metric": st.sampled_from(["gc_active", "free_blocks_pct"]),
@@ -482,7 +482,7 @@ def _check_accounting(table: str, data: bytes, loader: Loader, n_records: int,
         assert exc.reason.strip()  # the whole file goes to quarantine with this reason
         return
     _check_frames(out)
-    got = out.rows(table) + len(out.rejects)
+    got = sum(map(out.rows, out.frames)) + len(out.rejects)  # markers: checkpoint_starts
     if exact:
         assert got == n_records, [r.reason for r in out.rejects]
     elif loader is load_jsonl:  # every non-blank line is a record: a row or a reject
@@ -508,7 +508,7 @@ def test_canonical_file_accounts_for_every_record(fmt: str, data: st.DataObject)
         except RecordError:
             return
         _check_frames(out)
-        got = out.rows(table) + len(out.rejects)
+        got = sum(map(out.rows, out.frames)) + len(out.rejects)  # markers: checkpoint_starts
         assert len(recs) - blank <= got <= len(recs)  # an all-empty row holds no record
     else:
         raw = _as_parquet(recs, cols, typed=data.draw(st.booleans()))

@@ -189,3 +189,149 @@ def test_epoch_numbers_read_as_their_text_would(values: list[float | int | None]
         value, bad = coerce.timestamp_series(s)
         text_value, text_bad = coerce.timestamp_series(s.cast(pl.String))
         assert value.equals(text_value) and bad.equals(text_bad)
+
+
+# -- start markers: status "started" goes to checkpoint_starts ---------------------------------
+
+MARKER = {"job_id": "j", "step": 3, "rank": 0, "node": "n1", "tier": "pool",
+          "start_time": "2026-11-28T00:00:00Z", "target": "pool0-tgt07", "status": "started"}
+STARTS_COLUMNS = ["job_id", "step", "rank", "node", "tier", "target", "start_ts"]
+
+
+def _as_csv(rows: list[dict[str, object]]) -> bytes:
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    lines = [",".join(cols)] + [",".join("" if r.get(c) is None else str(r[c]) for c in cols)
+                                for r in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _as_parquet(rows: list[dict[str, object]]) -> bytes:
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.BytesIO()
+    pl.DataFrame({c: [None if r.get(c) is None else str(r[c]) for r in rows] for c in cols}
+                 ).write_parquet(buf)
+    return buf.getvalue()
+
+
+def _as_jsonl(rows: list[dict[str, object]]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+@pytest.mark.parametrize(("loader", "encode"), [(load_jsonl, _as_jsonl), (load_csv, _as_csv),
+                                                (load_parquet, _as_parquet)])
+def test_start_markers_go_to_checkpoint_starts(loader, encode) -> None:  # type: ignore[no-untyped-def]
+    rows = [MARKER, {**MARKER, "rank": 1, "status": " Started "},
+            {**ROW, "step": 3, "rank": 0, "target": "pool0-tgt07"}]
+    out = _read(loader, encode(rows), "checkpoint_writes")
+    assert out.rejects == []
+    [starts] = out.frames["checkpoint_starts"]
+    assert starts.columns == STARTS_COLUMNS
+    assert starts.rows() == [
+        ("j", 3, 0, "n1", "pool", "pool0-tgt07", datetime(2026, 11, 28, tzinfo=UTC)),
+        ("j", 3, 1, "n1", "pool", "pool0-tgt07", datetime(2026, 11, 28, tzinfo=UTC))]
+    [writes] = out.frames["checkpoint_writes"]
+    assert writes.select("rank", "status", "duration_s").rows() == [(0, "ok", 30.0)]
+
+
+def test_a_file_of_markers_only_needs_no_end_time_or_bytes() -> None:
+    out = _read(load_csv, _as_csv([{k: v for k, v in MARKER.items() if k != "target"}]),
+                "checkpoint_writes")
+    assert out.rejects == [] and list(out.frames) == ["checkpoint_starts"]
+    assert out.frames["checkpoint_starts"][0]["target"].to_list() == [None]
+    # a file that also has a finished record still needs the columns of finished records
+    with pytest.raises(RecordError, match=r"^missing required column\(s\) bytes, end_time for "
+                       r"checkpoint_writes"):
+        _read(load_csv, _as_csv([MARKER, {**MARKER, "status": "ok"}]), "checkpoint_writes")
+
+
+def test_a_marker_is_checked_against_its_own_fields() -> None:
+    rows = [
+        {**MARKER, "end_time": "whenever", "bytes": "lots", "write_s": -1},  # 1 fine: ignored
+        {**MARKER, "end_time": "2026-11-27T00:00:00Z"},                    # 2 fine: ignored
+        {**MARKER, "node": None},                                          # 3 missing node
+        {**MARKER, "tier": "tape"},                                        # 4 bad tier
+        {**MARKER, "start_time": "soon"},                                  # 5 bad start
+        {**MARKER, "rank": 2 ** 40},                                       # 6 out of range
+        {**MARKER, "job_id": "j" * 300},                                   # 7 over the limit
+        {**MARKER, "status": "done", "bytes": 1},                          # 8 not a marker
+        {**MARKER, "rank": 1, "status": "started"},                        # 9 fine
+        {**MARKER, "rank": 1},                                             # 10 fine: a retry
+    ]
+    out = _read(load_jsonl, _as_jsonl(rows), "checkpoint_writes")
+    assert [(r.line, r.table, r.reason) for r in out.rejects] == [
+        (3, "checkpoint_starts", "missing node"),
+        (4, "checkpoint_starts", "tier must be one of local, pool"),
+        (5, "checkpoint_starts", "start_time: 'soon' is not a timestamp (ISO-8601 or epoch "
+                                 "seconds, years 2000-2100)"),
+        (6, "checkpoint_starts", "rank: '1099511627776' is out of range (an integer from "
+                                 "-2147483648 to 2147483647)"),
+        (7, "checkpoint_starts", "job_id is 300 characters, over the limit of 256 "
+                                 "(CKPTWATCH_MAX_FIELD_CHARS)"),
+        (8, "checkpoint_writes", "missing end_ts; status must be one of ok, error, timeout (or "
+                                 "started for a start marker)"),
+    ]
+    assert out.frames["checkpoint_starts"][0]["rank"].to_list() == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), [
+    ("bytes", 1180591620717411303424, "bytes: '1180591620717411303424' is out of range (an "
+                                      "integer from -9223372036854775808 to "
+                                      "9223372036854775807)"),
+    ("bytes", "1e30", "bytes: '1e30' is out of range"),
+    ("rank", 3_000_000_000, "rank: '3000000000' is out of range (an integer from -2147483648 "
+                            "to 2147483647)"),
+    ("step", "12.5", "step: '12.5' is not an integer"),
+    ("bytes", "lots", "bytes: 'lots' is not an integer"),
+])
+@pytest.mark.parametrize(("loader", "encode"), [(load_jsonl, _as_jsonl), (load_csv, _as_csv)])
+def test_an_integer_out_of_range_says_so(loader, encode, field: str, value: object,  # type: ignore[no-untyped-def]
+                                         reason: str) -> None:
+    out = _read(loader, encode([ROW, {**ROW, field: value, "rank": 2} if field != "rank"
+                                else {**ROW, field: value}]), "checkpoint_writes")
+    [rej] = out.rejects
+    assert rej.line == (3 if loader is load_csv else 2) and rej.reason.startswith(reason)
+
+
+_MARKER_ROWS = st.fixed_dictionaries(
+    {"job_id": st.sampled_from(["j1", "j2"]), "step": st.integers(0, 2),
+     "rank": st.one_of(st.integers(0, 3), st.just(2 ** 33), st.just("x")),
+     "node": st.sampled_from(["n0", "n1", ""]), "tier": st.sampled_from(["pool", "LOCAL", "x"]),
+     "start_time": st.sampled_from(["2026-11-28T00:00:00Z", 1795824000, "never"]),
+     "status": st.sampled_from(["started", "STARTED", "ok", "error", None, "bogus"])},
+    optional={"end_time": st.sampled_from(["2026-11-28T00:00:09Z", 1795823000, "", None, "?"]),
+              "bytes": st.one_of(st.integers(-1, 10**12), st.just(2 ** 70), st.just("lots")),
+              "target": st.sampled_from(["t0", None]), "write_s": st.sampled_from([1.5, -2])})
+
+
+def _tables(out) -> dict[str, list[tuple[object, ...]]]:  # type: ignore[no-untyped-def]
+    return {t: sorted(pl.concat(fs).rows(), key=repr) for t, fs in out.frames.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_MARKER_ROWS, min_size=1, max_size=12), st.sampled_from(["jsonl", "csv"]))
+def test_bulk_reading_routes_markers_as_the_line_by_line_reader(
+        rows: list[dict[str, object]], fmt: str) -> None:
+    """The fast (polars) reader and the careful one-line-at-a-time reader give the same rows
+    in each table and the same rejects, markers included."""
+    from unittest import mock
+
+    data = (_as_jsonl if fmt == "jsonl" else _as_csv)(rows)
+    loader = load_jsonl if fmt == "jsonl" else load_csv
+    reader = "read_ndjson" if fmt == "jsonl" else "read_csv"
+    try:
+        fast = _read(loader, data, "checkpoint_writes")
+    except RecordError as exc:
+        with mock.patch.object(pl, reader, side_effect=ValueError("careful")), \
+                pytest.raises(RecordError) as slow_exc:
+            _read(loader, data, "checkpoint_writes")
+        # the same columns missing (the readers may list the found ones in another order)
+        assert slow_exc.value.reason.split(" (found")[0] == exc.reason.split(" (found")[0]
+        return
+    with mock.patch.object(pl, reader, side_effect=ValueError("careful")):
+        slow = _read(loader, data, "checkpoint_writes")
+    assert _tables(fast) == _tables(slow)
+    assert [(r.line, r.table, r.reason) for r in fast.rejects] == [
+        (r.line, r.table, r.reason) for r in slow.rejects]
+    markers = sum(str(r["status"]).lower() == "started" for r in rows)
+    assert (sum(f.height for f in fast.frames.get("checkpoint_starts", []))
+            + sum(r.table == "checkpoint_starts" for r in fast.rejects)) == markers
