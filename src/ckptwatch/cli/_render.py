@@ -19,8 +19,8 @@ from ckptwatch.safetext import (
     shell_command,
 )
 
-TABLE_ORDER = ("checkpoint_writes", "jobs", "nvme_smart", "fabric_counters", "pool_metrics",
-               "topology")
+TABLE_ORDER = ("checkpoint_writes", "checkpoint_starts", "jobs", "nvme_smart",
+               "fabric_counters", "pool_metrics", "topology")
 
 
 def _format_float(value: float | None, digits: int) -> str | None:

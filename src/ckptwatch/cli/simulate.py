@@ -64,6 +64,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--smart-interval", type=float, default=_DEFAULTS.smart_interval_s,
                    help="mean seconds between SMART samples per drive; each drive draws "
                    "0.67-1.33x this (default: %(default)s)")
+    p.add_argument("--hang-ranks", type=int, default=0, metavar="N",
+                   help="N ranks of one checkpoint never finish (their start markers are "
+                   "written, their records never are; see ckptwatch.simulate.hang) "
+                   "(default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace a scenario already in OUT_DIR (only the generator's own files)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         fabric=args.fabric, fabric_format=args.fabric_format,
         drives_per_node=args.drives_per_node, drives_per_target=args.drives_per_target,
         fabric_interval_s=args.fabric_interval, pool_interval_s=args.pool_interval,
-        smart_interval_s=args.smart_interval,
+        smart_interval_s=args.smart_interval, hang_ranks=args.hang_ranks,
     )
     if not args.quiet:
         print(summary.format())

@@ -20,7 +20,8 @@
   with a barrier, so the value is the checkpoint's barrier time (what training waited). Each
   completed save becomes **one** record: ``rank = 0``, duration = the max across ranks. The
   per-rank spread (stragglers, p50 over ranks) is unknown from these logs; use the recorder or
-  the DCP handler in the training code for per-rank records.
+  the DCP handler in the training code for per-rank records. A save the log shows starting
+  and never finishing becomes a start marker (rank 0), so it counts as unfinished.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.collect.recorder import TIERS, CheckpointRecorder, iso_time, write_records
+from ckptwatch.collect.recorder import STARTED, TIERS, CheckpointRecorder, iso_time, write_records
 
 # --------------------------------------------------------------------------- PyTorch DCP
 
@@ -92,7 +93,9 @@ class _Pending:
 
 
 class DCPCheckpointHandler(logging.Handler):
-    """Turns DCP ``save`` events into per-rank checkpoint records.
+    """Turns DCP ``save`` events into per-rank checkpoint records: the ``start`` event of a
+    save writes the rank's start marker at once (``CheckpointRecorder.started``), its ``end``
+    (or ``exception``) the finished record.
 
     ``step_of`` maps the ``checkpoint_id`` to a step (default: the last number in its final
     path component); when it gives None, ``handler.step`` (set it before ``dcp.save``) is used.
@@ -161,9 +164,18 @@ class DCPCheckpointHandler(logging.Handler):
         if func not in self.save_functions:
             return
         uuid = str(msg.get("uuid", key))
+        cid = msg.get("checkpoint_id")
+        checkpoint_id = str(cid) if cid else None
+        rank = self.recorder.rank
+        raw_rank = msg.get("global_rank")
+        if raw_rank is not None and str(raw_rank).isdigit():
+            rank = int(str(raw_rank))
         if event == "start":
             self._starts[uuid] = when_ns
             self._pending[key] = _Pending({})  # drop steps of an earlier save that never ended
+            step = self._step(checkpoint_id, warn=False)
+            if step is not None:  # the start marker, written at once (the save may hang)
+                self.recorder.started(step, rank=rank, start_time=when_ns / 1e9)
             return
         if event not in ("end", "exception"):
             return
@@ -174,28 +186,28 @@ class DCPCheckpointHandler(logging.Handler):
         pending = self._pending.pop(key, _Pending({}))
         if start_ns is None:
             return  # an exception whose start we never saw: nothing to time
-        cid = msg.get("checkpoint_id")
-        checkpoint_id = str(cid) if cid else None
-        step = self.step_of(checkpoint_id)
+        step = self._step(checkpoint_id, warn=True)
         if step is None:
-            step = self.step
-        if step is None:
-            if not self._warned:
-                self._warned = True
-                print(f"ckptwatch: DCP save of {checkpoint_id!r} names no step; set "
-                      "handler.step before dcp.save or pass step_of= (record skipped)",
-                      file=sys.stderr)
             return
-        rank = self.recorder.rank
-        raw_rank = msg.get("global_rank")
-        if raw_rank is not None and str(raw_rank).isdigit():
-            rank = int(str(raw_rank))
         nbytes = self.bytes_of(checkpoint_id, rank) if self.bytes_of else 0
         self.recorder.record(
             step=step, rank=rank, start_time=start_ns / 1e9, end_time=max(when_ns, start_ns) / 1e9,
             bytes=nbytes, status="ok" if event == "end" else "error", **pending.phases)
         if event == "exception":
             self.recorder.flush()
+
+    def _step(self, checkpoint_id: str | None, *, warn: bool) -> int | None:
+        """The step of a save (``step_of``, else ``handler.step``); None, said once when
+        ``warn``, when neither names one."""
+        step = self.step_of(checkpoint_id)
+        if step is None:
+            step = self.step
+        if step is None and warn and not self._warned:
+            self._warned = True
+            print(f"ckptwatch: DCP save of {checkpoint_id!r} names no step; set "
+                  "handler.step before dcp.save or pass step_of= (record skipped)",
+                  file=sys.stderr)
+        return step
 
 
 # --------------------------------------------------------------------------- Megatron-LM
@@ -253,7 +265,9 @@ def parse_megatron_log(lines: Iterable[str], *, job_id: str, tier: str,
     ``default_time``. With ``--async-save`` the timer measures the blocking part only.
     Megatron's stamps are naive local time (``tz``, default UTC). ``node`` None gives
     ``"unknown"``; ``bytes_per_rank`` defaults to 0 (Megatron logs no size). A save with neither
-    a completion line nor a timer (the job died) gives no record. Saves under the
+    a completion line nor a timer (the job died, or the log ends while it runs) gives a start
+    marker (``status = "started"``, rank 0, no end or bytes) when its ``saving checkpoint``
+    line is stamped, else nothing. Saves under the
     ``save-checkpoint-non-persistent`` timer get ``non_persistent_tier`` (default ``tier``).
 
     Raises ValueError when a completed save has no time at all (old Megatron prints no stamps):
@@ -301,7 +315,14 @@ def parse_megatron_log(lines: Iterable[str], *, job_id: str, tier: str,
     no_duration: list[int] = []
     for save in sorted(saves.values(), key=lambda s: s.step):
         if not save.completed and save.max_ms is None:
-            continue  # started, never finished: the job died or the log was cut
+            # Started, never finished (the job died, or the save is still running): a start
+            # marker when the start is stamped, so the checkpoint shows as unfinished.
+            if save.start is not None:
+                records.append({
+                    "job_id": job_id, "step": save.step, "rank": 0, "node": node or "unknown",
+                    "tier": tier, "start_time": iso_time(save.start), "target": target,
+                    "status": STARTED})
+            continue
         if save.max_ms is not None:
             duration = timedelta(milliseconds=save.max_ms)
         elif save.start is not None and save.end is not None:

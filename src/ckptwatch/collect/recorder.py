@@ -1,8 +1,9 @@
 """Training-side recorder: per-rank checkpoint timings as the input contract's JSON Lines.
 
 Runs inside training processes, so it uses the standard library only (no polars, no pyarrow,
-no torch). One record per rank per checkpoint, with exactly the fields of the README's "Input"
-section (checkpoint records)::
+no torch). Two records per rank per checkpoint, with exactly the fields of the README's "Input"
+section (checkpoint records): a **start marker** when the rank begins, and the finished record
+when it ends::
 
     from ckptwatch.collect.recorder import CheckpointRecorder
 
@@ -18,7 +19,15 @@ section (checkpoint records)::
         with ck.phase("close"):
             f.close()
 
-A body that raises gives a record with ``status = "error"`` (the exception propagates).
+Entering ``rec.checkpoint(step)`` appends the start marker at once (``rec.started(step)`` does
+the same for code that times its own writes): ``status = "started"``, ``job_id, step, rank,
+node, tier, start_time`` and ``target`` (null when unknown), no ``end_time``, no ``bytes``, no
+phases. Any records still buffered go out with it, in the same append: a marker that waits in a
+buffer would say nothing while the checkpoint hangs. A rank whose marker has no finished record
+is *unfinished*: ``ckptwatch watch`` warns while it is open, and the batch views count it.
+
+Leaving the block appends the finished record. A body that raises gives a record with
+``status = "error"`` (the exception propagates).
 
 Appends are crash-tolerant and safe with many writers: each flush opens the file with
 ``O_APPEND``, takes an exclusive ``flock``, starts on a new line if the file does not end with
@@ -59,9 +68,13 @@ PHASES: dict[str, str] = {"open": "open_s", "write": "write_s", "fsync": "fsync_
                           "close": "close_s"}
 TIERS = ("local", "pool")
 STATUSES = ("ok", "error", "timeout")
+#: The status of a start marker (``lake.schema.STARTED``; a row of ``checkpoint_starts``).
+STARTED = "started"
 #: The record's keys, in the order they are written (README "Input": checkpoint records).
 FIELDS = ("job_id", "step", "rank", "node", "tier", "start_time", "end_time", "bytes", "target",
           "open_s", "write_s", "fsync_s", "close_s", "status")
+#: A start marker's keys, in the order they are written (no end_time, bytes or phases).
+MARKER_FIELDS = ("job_id", "step", "rank", "node", "tier", "start_time", "target", "status")
 
 #: Environment variables that name the global rank, most specific first (torchrun/torch
 #: elastic, Slurm, Open MPI, MPICH/Intel MPI, then a single-node LOCAL_RANK).
@@ -176,7 +189,8 @@ def dumps_record(record: Mapping[str, Any]) -> str:
 
 def write_records(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any]], *,
                   fsync: bool = True) -> int:
-    """Append finished records (e.g. from ``recorder_adapters.parse_megatron_log``) to ``path``.
+    """Append records (finished ones and start markers, e.g. from
+    ``recorder_adapters.parse_megatron_log``) to ``path``.
 
     Each record is validated as ``CheckpointRecorder.record`` does. Returns the count written.
     """
@@ -186,7 +200,9 @@ def write_records(path: str | os.PathLike[str], records: Iterable[Mapping[str, A
 
 
 def validate_record(record: dict[str, Any]) -> dict[str, Any]:
-    """Check one record against the input contract; returns it with keys in ``FIELDS`` order.
+    """Check one record against the input contract; returns it with keys in ``FIELDS`` order
+    (a start marker, ``status = "started"``: in ``MARKER_FIELDS`` order, without
+    ``end_time``, ``bytes`` and phases, which it must not have).
 
     Raises ValueError naming the field (a bug in the calling code should fail where it is, not
     become a quarantined line the next night).
@@ -199,15 +215,30 @@ def validate_record(record: dict[str, Any]) -> dict[str, Any]:
         value = record.get(name)
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-    for name in ("step", "rank", "bytes"):
+    status = record.setdefault("status", "ok")
+    marker = status == STARTED
+    for name in ("step", "rank") if marker else ("step", "rank", "bytes"):
         value = record.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
     if record.get("tier") not in TIERS:
         raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {record.get('tier')!r}")
-    status = record.setdefault("status", "ok")
-    if status not in STATUSES:
-        raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    if not marker and status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)} (or {STARTED} for a "
+                         f"start marker), got {status!r}")
+    target = record.get("target")
+    if target is not None and not isinstance(target, str):
+        raise ValueError(f"target must be a string or None, got {target!r}")
+    if marker:
+        extra = [name for name in FIELDS if name not in MARKER_FIELDS
+                 and record.get(name) is not None]
+        if extra:
+            raise ValueError(f"a start marker (status {STARTED!r}) has no {', '.join(extra)}: "
+                             "those belong to the finished record that follows it")
+        if "start_time" not in record:
+            raise ValueError("start_time is required")
+        record["start_time"] = iso_time(record["start_time"])
+        return {name: record.get(name) for name in MARKER_FIELDS}
     for name in ("start_time", "end_time"):
         if name not in record:
             raise ValueError(f"{name} is required")
@@ -221,9 +252,6 @@ def validate_record(record: dict[str, Any]) -> dict[str, Any]:
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"{column} must be seconds >= 0 or None, got {value!r}")
             record[column] = round(float(value), 6)
-    target = record.get("target")
-    if target is not None and not isinstance(target, str):
-        raise ValueError(f"target must be a string or None, got {target!r}")
     return {name: record.get(name) for name in FIELDS}
 
 
@@ -244,12 +272,18 @@ class Checkpoint:
         self.status = "ok"
         self.phases: dict[str, float] = {}
         self.record: dict[str, Any] | None = None
+        #: The start marker written on entering.
+        self.marker: dict[str, Any] | None = None
         self._start_wall = 0.0
         self._start_perf = 0.0
 
     def __enter__(self) -> Checkpoint:
         self._start_wall = time.time()
         self._start_perf = time.perf_counter()
+        # The marker goes out now (with anything buffered): the watcher sees the checkpoint
+        # open even if this rank never comes back.
+        self.marker = self.recorder.started(self.step, tier=self.tier, target=self.target,
+                                            start_time=self._start_wall)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -332,31 +366,59 @@ class CheckpointRecorder:
 
     def checkpoint(self, step: int, *, target: str | None = None,
                    tier: str | None = None) -> Checkpoint:
-        """A context manager timing this rank's write of checkpoint ``step``."""
+        """A context manager timing this rank's write of checkpoint ``step``: entering it
+        writes the start marker (``started``), leaving it the finished record."""
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be an integer >= 0, got {step!r}")
         return Checkpoint(self, step, tier=tier or self.tier,
                           target=target if target is not None else self.target)
+
+    def started(self, step: int, *, start_time: datetime | float | str | None = None,
+                tier: str | None = None, target: str | None = None,
+                rank: int | None = None) -> dict[str, Any]:
+        """Append the start marker of this rank's checkpoint ``step`` now, with every record
+        still buffered (one locked append per file, fsynced): ``status = "started"``, no
+        ``end_time`` or ``bytes``. ``start_time`` defaults to now; ``tier``, ``target`` and
+        ``rank`` to the recorder's. Returns the marker; its finished record follows
+        (``record``, or leaving ``checkpoint``)."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"step must be an integer >= 0, got {step!r}")
+        marker = validate_record({
+            "job_id": self.job_id, "step": step, "rank": self.rank if rank is None else rank,
+            "node": self.node, "tier": tier or self.tier,
+            "target": target if target is not None else self.target,
+            "start_time": time.time() if start_time is None else start_time,
+            "status": STARTED})
+        self._add(marker, flush=True)
+        return marker
 
     def record(self, **fields: Any) -> dict[str, Any]:
         """Add one finished record; missing identity fields come from the recorder.
 
         ``start_time``/``end_time`` may be datetimes, epoch seconds or ISO strings; phase
         seconds are ``open_s``, ``write_s``, ``fsync_s``, ``close_s``. Returns the record.
+        (``status = "started"`` makes it a start marker: prefer ``started``, which writes it
+        at once.)
         """
         base: dict[str, Any] = {"job_id": self.job_id, "rank": self.rank, "node": self.node,
                                 "tier": self.tier, "target": self.target, "bytes": 0}
+        if fields.get("status") == STARTED:
+            del base["bytes"]
         base.update({k: v for k, v in fields.items() if v is not None or k not in base})
         record = validate_record(base)
+        self._add(record, flush=record["status"] == STARTED)
+        return record
+
+    def _add(self, record: dict[str, Any], *, flush: bool) -> None:
+        """Buffer ``record``; flush when the buffer is full or ``flush`` (a marker)."""
         with self._lock:
             if self._closed:
                 raise ValueError("recorder is closed")
             self._adopt_pid()
             self._buffer.append(record)
-            full = len(self._buffer) >= self.flush_every
+            full = flush or len(self._buffer) >= self.flush_every
         if full:
             self.flush()
-        return record
 
     def flush(self) -> None:
         """Append the buffered records (one locked append per file) and fsync."""
@@ -421,4 +483,4 @@ def _flush_all_at_exit() -> None:
 
 __all__ = ["CheckpointRecorder", "Checkpoint", "append_lines", "default_job_id", "default_node",
            "default_rank", "dumps_record", "iso_time", "validate_record", "write_records",
-           "FIELDS", "PHASES", "STATUSES", "TIERS"]
+           "FIELDS", "MARKER_FIELDS", "PHASES", "STARTED", "STATUSES", "TIERS"]

@@ -15,10 +15,11 @@ would block or never end).
 Reading is bounded (``settings.IngestSettings``, RELIABILITY.md "Limits"): ``load`` reads at
 most the decompressed-size limit, and says why a file could not be read whole (a corrupt or
 truncated ``.gz``, a text file named ``.gz``, a file cut off at the limit, undecodable
-UTF-16); a line over the record limit is blanked, never decoded, and reported with its
-number. Text with a UTF-8 or UTF-16 byte order mark is read as UTF-8. A ckptwatch lake under
-the raw directory (the ``--lake`` itself, or any directory holding ``_manifest/`` and
-``_inflight/``) is never read: discovery skips it and says so once.
+UTF-16, a CSV or JSON Lines table that is not UTF-8); a line over the record limit is
+blanked, never decoded, and reported with its number. Text with a UTF-8 or UTF-16 byte order
+mark, and UTF-16 without one (``utf16_without_bom``), is read as UTF-8 (``to_utf8``). A
+ckptwatch lake under the raw directory (the ``--lake`` itself, or any directory holding
+``_manifest/`` and ``_inflight/``) is never read: discovery skips it and says so once.
 """
 
 from __future__ import annotations
@@ -115,14 +116,16 @@ class Content:
         return str(self.sha.hexdigest())
 
 
-def load(path: Path, *, lines: bool = True, limits: IngestSettings | None = None) -> Content:
+def load(path: Path, *, lines: bool = True, text: bool = False,
+         limits: IngestSettings | None = None) -> Content:
     """Read ``path`` within the limits (``limits``, default ``active_ingest()``).
 
     A ``.gz`` is decompressed to at most ``limits.decompressed_limit(its size)`` bytes, any
     file to at most ``max_file_bytes``: the bytes up to the cut are kept and ``failure`` says
     so, as it does for a corrupt or truncated ``.gz`` (the bytes before the damage are kept).
     ``lines``: the file is line-oriented, and each line longer than ``max_record_bytes`` is
-    blanked (line numbers stay) and listed in ``long_lines``. Raises ``OSError`` only when the
+    blanked (line numbers stay) and listed in ``long_lines``. ``text``: the file must be text
+    (``to_utf8``): bytes that are not UTF-8 are a ``failure``. Raises ``OSError`` only when the
     file cannot be opened or read at all.
     """
     lim = limits or active_ingest()
@@ -138,7 +141,7 @@ def load(path: Path, *, lines: bool = True, limits: IngestSettings | None = None
     del buf
     sha = hashlib.sha256(data)
     size = len(data)
-    data, bad_text = to_utf8(data)
+    data, bad_text = to_utf8(data, text=text)
     failure = failure or bad_text
     long_lines: list[tuple[int, int, bytes]] = []
     if lines and len(data) > lim.max_record_bytes:
@@ -199,19 +202,58 @@ def _cut_message(gz: bool, cap: int, stored: int, lim: IngestSettings) -> str:
             "read up to there only; split the file or raise the limit")
 
 
-def to_utf8(data: bytes) -> tuple[bytes, str | None]:
-    """``data`` without a UTF-8 byte order mark, or UTF-16 (by its mark) as UTF-8; with why
-    the UTF-16 could not be decoded (then the undecodable characters are replaced)."""
+#: How much of a file without a byte order mark the UTF-16 detection looks at.
+UTF16_SNIFF_BYTES = 1024
+
+
+def utf16_without_bom(data: bytes) -> str | None:
+    """``"utf-16-le"``/``"utf-16-be"`` when ``data`` looks like UTF-16 text without a byte
+    order mark: in its first KB every other byte is NUL (the high byte of the ASCII that
+    telemetry is written in: odd bytes for little-endian, even ones for big-endian) and the
+    bytes between are not. None otherwise (UTF-8 text has no NUL bytes)."""
+    head = data[:UTF16_SNIFF_BYTES]
+    head = head[:len(head) - len(head) % 2]
+    if len(head) < 4:
+        return None
+    half = len(head) // 2
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    if odd == half and even < half // 10 + 1:
+        return "utf-16-le"
+    if even == half and odd < half // 10 + 1:
+        return "utf-16-be"
+    return None
+
+
+def to_utf8(data: bytes, *, text: bool = False) -> tuple[bytes, str | None]:
+    """``data`` as the parsers read it, and why it is not text they can read (None: it is).
+
+    The one place where text encodings are recognised: a UTF-8 byte order mark is dropped;
+    UTF-16, by its mark or (``utf16_without_bom``) by its NUL bytes, is re-encoded as UTF-8,
+    the undecodable characters replaced when it does not decode. ``text``: the bytes must be
+    text (a CSV or JSON Lines file): without a mark they must be valid UTF-8, else the reason
+    says where the first bad byte is (the file is then failed whole, as it cannot be read)."""
     if data.startswith(codecs.BOM_UTF8):
-        return data[len(codecs.BOM_UTF8):], None
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        data = data[len(codecs.BOM_UTF8):]
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return _from_utf16(data, "utf-16")
+    elif (codec := utf16_without_bom(data)) is not None:
+        return _from_utf16(data, codec)
+    if text:
         try:
-            return data.decode("utf-16").encode("utf-8"), None
+            data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            text = data.decode("utf-16", errors="replace")
-            return text.encode("utf-8", "replace"), (
-                f"undecodable UTF-16 text ({exc.reason} at byte {exc.start:,})")
+            return data, (f"not UTF-8 text at byte {exc.start:,} ({exc.reason}): save it as "
+                          "UTF-8 (e.g. iconv -f latin1 -t utf-8)")
     return data, None
+
+
+def _from_utf16(data: bytes, codec: str) -> tuple[bytes, str | None]:
+    try:
+        return data.decode(codec).encode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        decoded = data.decode(codec, errors="replace")
+        return decoded.encode("utf-8", "replace"), (
+            f"undecodable UTF-16 text ({exc.reason} at byte {exc.start:,})")
 
 
 def _blank_long_lines(data: bytes, limit: int, keep: int) -> tuple[

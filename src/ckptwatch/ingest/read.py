@@ -72,9 +72,10 @@ class Reader:
 
 def _file_bytes(raw: RawFile) -> Content:
     """The file's content (``discover.load``), lines over the record limit blanked in the
-    line-oriented formats (JSON Lines, CSV, envelopes)."""
-    lines = raw.kind == "envelope" or (raw.kind == "tabular" and raw.suffix != ".parquet")
-    return load(raw.path, lines=lines)
+    line-oriented formats (JSON Lines, CSV, envelopes); a CSV or JSON Lines table that is not
+    UTF-8 (nor UTF-16) cannot be read whole."""
+    table_text = raw.kind == "tabular" and raw.suffix != ".parquet"
+    return load(raw.path, lines=raw.kind == "envelope" or table_text, text=table_text)
 
 
 def _sysfs_tree_bytes(raw: RawFile) -> Content:

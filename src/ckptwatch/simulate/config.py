@@ -29,6 +29,8 @@ class SimulationConfig:
     fabric_interval_s: float = 90.0
     pool_interval_s: float = 30.0
     smart_interval_s: float = 900.0
+    #: Ranks of one checkpoint that never finish (``ckptwatch.simulate.hang``); 0: none.
+    hang_ranks: int = 0
 
     def start_epoch(self) -> float:
         """``start`` as epoch seconds."""
@@ -63,6 +65,7 @@ class SimulationConfig:
             (1 <= self.drives_per_target <= 16, "--drives-per-target must be between 1 and 16"),
             (min(self.fabric_interval_s, self.pool_interval_s, self.smart_interval_s) >= 5,
              "sample intervals must be at least 5 s"),
+            (self.hang_ranks >= 0, "--hang-ranks must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:

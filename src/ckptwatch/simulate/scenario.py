@@ -10,6 +10,11 @@ input contract (README "Input") are written together with ``labels.json`` (the t
 checkpoint whose barrier time is at least twice its job's median, with the incidents that made it
 so, primary cause first.
 
+Every rank of every checkpoint writes a start marker (``status = "started"``, at its start)
+before its finished record, in the job's own format and time encoding, the lines in the order
+a recorder appends them (markers at their start, records at their end). ``hang_ranks``
+(``ckptwatch.simulate.hang``) makes ranks of one checkpoint never finish.
+
 Everything derives from ``numpy.random.Generator(PCG64(seed))`` and the fixed ``--start``; the same
 seed and options give byte-identical files.
 
@@ -29,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from ckptwatch.errors import SimulationConfigError
+from ckptwatch.lake.schema import STARTED
 from ckptwatch.simulate.cluster import (
     GB,
     GPUS_PER_NODE,
@@ -40,6 +46,7 @@ from ckptwatch.simulate.cluster import (
 )
 from ckptwatch.simulate.config import SimulationConfig
 from ckptwatch.simulate.effects import STALL_RATIO, apply_incidents, labelled_stalls
+from ckptwatch.simulate.hang import Hang, hang_labels, plan_hang
 from ckptwatch.simulate.incidents import IncidentPlanner
 from ckptwatch.simulate.telemetry.fabric import fabric_counters, write_fabric
 from ckptwatch.simulate.telemetry.pool import pool_metrics
@@ -47,7 +54,7 @@ from ckptwatch.simulate.telemetry.sampling import Progress
 from ckptwatch.simulate.telemetry.smart import write_smart
 from ckptwatch.simulate.workload import build_cluster, build_jobs, healthy_phases
 
-GENERATOR_VERSION = "1.1"
+GENERATOR_VERSION = "1.2"  # 1.2: start markers, hang_ranks
 #: Files and directories the generator owns inside OUT_DIR.
 OUTPUTS = ("topology.csv", "jobs", "checkpoints", "pool", "smart", "fabric", "labels.json")
 
@@ -108,6 +115,7 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
                                 expected=cfg.incidents_per_hour * cfg.hours,
                                 smart_interval_s=cfg.smart_interval_s).plan()
     apply_incidents(jobs, incidents, r_misc)
+    hang = plan_hang(cfg.hang_ranks, seed, jobs)
     say(f"simulate: {len(jobs)} jobs, {sum(j.steps.size * j.n_ranks for j in jobs):,} rank rows, "
         f"{len(incidents)} incidents")
     resets = []
@@ -122,8 +130,9 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
 
     record(*_write_topology(out, cluster))
     record(*_write_jobs(out, jobs))
-    for job in jobs:
-        record(*_write_checkpoints(out, job, cluster, r_misc))
+    for j, job in enumerate(jobs):
+        unfinished = hang.unfinished(j, job.starts.size, job.n_ranks) if hang else None
+        record(*_write_checkpoints(out, job, cluster, r_misc, unfinished))
     say("simulate: checkpoints written")
     load = _write_load(jobs)
     pool = pool_metrics(cluster, load, incidents, bg, t0, t1, cfg.pool_interval_s, r_pool)
@@ -142,7 +151,7 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     for path, rows in write_fabric(out / "fabric", cluster, ts, counters, cfg.fabric_format,
                                    r_fab, progress).items():
         record(path, rows)
-    labels = _labels(cfg, seed, cluster, jobs, incidents, resets)
+    labels = _labels(cfg, seed, cluster, jobs, incidents, resets, hang)
     (out / "labels.json").write_text(json.dumps(labels, indent=1) + "\n", encoding="utf-8")
     record(out / "labels.json", len(labels["incidents"]) + len(labels["stalls"]))
     summary.incidents = dict(Counter(f"{i['cause']}/{i['kind']}" for i in labels["incidents"]))
@@ -169,9 +178,21 @@ def _prepare(out: Path, overwrite: bool) -> None:
 
 
 def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
-            incidents: list[Incident], resets: list[tuple[int, float]]) -> dict[str, Any]:
-    """The truth of ``labels.json``: jobs, incidents (with what they stalled), stalls."""
+            incidents: list[Incident], resets: list[tuple[int, float]],
+            hang: Hang | None = None) -> dict[str, Any]:
+    """The truth of ``labels.json``: jobs, incidents (with what they stalled), stalls, and
+    (with ``hang_ranks``) the checkpoint that never finished."""
     stalls = [s for job in jobs for s in labelled_stalls(job, incidents)]
+    hangs: list[dict[str, Any]] = []
+    if hang is not None:
+        entry, stall = hang_labels(hang, jobs, cluster, _iso)
+        hangs.append(entry)
+        same = [s for s in stalls if (s["job_id"], s["step"]) == (entry["job_id"],
+                                                                 entry["step"])]
+        if same:  # already a stall by its finished ranks: it also timed out
+            same[0].update(timed_out=True, unfinished_ranks=stall["unfinished_ranks"])
+        else:
+            stalls.append(stall)
     by_incident: dict[str, list[dict[str, Any]]] = {}
     for s in stalls:
         for iid in s["incidents"]:
@@ -218,6 +239,7 @@ def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
         "incidents": out_incidents, "stalls": stalls,
         "counter_resets": [{"node": cluster.nodes[n], "device": cluster.nic[n], "at": _iso(t)}
                            for n, t in resets],
+        **({"hangs": hangs} if hangs else {}),
     }
 
 
@@ -262,9 +284,12 @@ def _iso_column(epoch: np.ndarray, offset_s: int, suffix: pl.Expr | str) -> pl.E
     return pl.concat_str([text, suffix if isinstance(suffix, pl.Expr) else pl.lit(suffix)])
 
 
-def _write_checkpoints(out: Path, job: Job, cluster: Cluster,
-                       rng: np.random.Generator) -> tuple[Path, int]:
-    """The job's rank records, in its time encoding (CSV or JSON Lines)."""
+def _write_checkpoints(out: Path, job: Job, cluster: Cluster, rng: np.random.Generator,
+                       unfinished: np.ndarray | None = None) -> tuple[Path, int]:
+    """The job's start markers and rank records, in its time encoding (CSV or JSON Lines),
+    in the order a recorder appends them: a marker at its rank's start, a record at its end
+    (a marker first on a tie). ``unfinished``: a (checkpoint, rank) mask of ranks that write
+    their marker and never their record. Returns the path and the lines written."""
     k, n = job.starts.size, job.n_ranks
     o, w, f, c = (np.round(x, 6) for x in job.final)
     start = job.starts[:, None] + job.skew
@@ -291,12 +316,21 @@ def _write_checkpoints(out: Path, job: Job, cluster: Cluster,
             mixed = "Z"
         df = df.with_columns(_iso_column(start.ravel(), offset, mixed).alias("start_time"),
                              _iso_column(end.ravel(), offset, mixed).alias("end_time"))
+    markers = df.select("job_id", "step", "rank", "node", "tier", "start_time", "target",
+                        pl.lit(STARTED).alias("status"))
+    done = np.ones(k * n, dtype=bool) if unfinished is None else ~unfinished.ravel()
+    records = df.filter(pl.Series(done))
+    # Write order: markers at their start, records at their end; markers first on a tie.
+    when = np.concatenate([start.ravel(), end.ravel()[done]])
+    order = np.argsort(when, kind="stable")
     path = out / _ckpt_name(job)
     if job.encoding == "csv":
-        df.write_csv(path)
+        both = pl.concat([markers, records], how="diagonal_relaxed").select(df.columns)
+        both[order].write_csv(path)
     else:
-        df.write_ndjson(path)
-    return path, df.height
+        lines = (markers.write_ndjson().splitlines() + records.write_ndjson().splitlines())
+        path.write_text("".join(lines[i] + "\n" for i in order), encoding="utf-8")
+    return path, int(when.size)
 
 
 def _write_load(jobs: list[Job]) -> WriteLoad:

@@ -48,6 +48,20 @@ def int_expr(col: str, dtype: pl.DataType) -> tuple[pl.Expr, pl.Expr]:
     return val, present(col) & val.is_null()
 
 
+def int_bounds(dtype: pl.DataType) -> tuple[int, int]:
+    """The smallest and largest value of an integer type (``Int32``, ``Int64``)."""
+    bits = 32 if dtype == pl.Int32 else 64
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def integral_expr(col: str) -> pl.Expr:
+    """True where the raw value reads as a finite whole number (``12``, ``1.2e21``, a
+    22-digit integer): where such a value is unreadable as an integer column, it is out of
+    that column's range."""
+    as_float = pl.col(col).cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
+    return (as_float.is_finite() & (as_float == as_float.round(0))).fill_null(False)
+
+
 def string_expr(col: str) -> tuple[pl.Expr, pl.Expr]:
     """A trimmed string column; empty strings become null."""
     raw = pl.col(col).cast(pl.String).str.strip_chars()

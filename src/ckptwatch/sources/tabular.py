@@ -3,6 +3,12 @@
 JSON Lines, CSV and Parquet files whose columns are the contract's: checkpoint records, job
 metadata, long fabric counters, pool telemetry and topology. Reading is vectorised (polars);
 a line-by-line path runs only when the fast path meets a malformed file, to isolate bad lines.
+
+A checkpoint file holds finished records and in-flight markers (``status = "started"``, written
+when a rank begins a checkpoint): ``canonicalise`` routes each marker to ``checkpoint_starts``
+(checked against its own required fields: no ``end_time`` or ``bytes`` needed, and any it has
+ignored) and every other record to ``checkpoint_writes``, in the one pass that types the file,
+so the fast and the line-by-line readers route them alike.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import polars as pl
 
 from ckptwatch.errors import RecordError
 from ckptwatch.lake.schema import (
+    CHECKPOINT_STARTS,
     CHECKPOINT_WRITES,
     FABRIC_COUNTERS,
     PROVENANCE,
+    STARTED,
     STATUSES,
     TABLES,
     TIERS,
@@ -35,7 +43,7 @@ from ckptwatch.sources.base import (
     load_json,
     safe_text,
 )
-from ckptwatch.sources.coerce import coerce_series
+from ckptwatch.sources.coerce import coerce_series, int_bounds, integral_expr
 
 LINE = "__line"
 RAW = "__raw"
@@ -48,6 +56,7 @@ ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "start_ts": ("start_time", "start_ts", "start"),
         "end_ts": ("end_time", "end_ts", "end"),
     },
+    "checkpoint_starts": {"start_ts": ("start_time", "start_ts", "start")},
     "fabric_counters": {"ts": ("ts", "time", "timestamp", "collected_at")},
     "pool_metrics": {"ts": ("ts", "time", "timestamp")},
     "jobs": {},
@@ -275,20 +284,40 @@ def _rename(df: pl.DataFrame, table: str, wanted: dict[str, pl.DataType]) -> tup
     return df.rename(mapping), extra, {v: k for k, v in mapping.items()}
 
 
+#: The column (of a checkpoint file's typed frame) that is true for a start marker's row.
+MARKER = "__marker"
+
+
+def marker_columns() -> set[str]:
+    """The columns of a checkpoint record that a start marker carries (``checkpoint_starts``);
+    the others (``end_time``, ``bytes``, phases) it may lack, and any it has are ignored."""
+    return {f.name for f in CHECKPOINT_STARTS.schema} - PROVENANCE_NAMES
+
+
+def _is_marker(df: pl.DataFrame) -> pl.Expr:
+    """True for a raw checkpoint record whose ``status`` is ``started`` (any case, trimmed)."""
+    if "status" not in df.columns:
+        return pl.lit(False)
+    status = pl.col("status").cast(pl.String).str.strip_chars().str.to_lowercase()
+    return (status == STARTED).fill_null(False)
+
+
 def _row_checks(table: str) -> list[tuple[pl.Expr, str | pl.Expr]]:
     """Row-level validity rules: (expression true where bad, reason)."""
     checks: list[tuple[pl.Expr, str | pl.Expr]] = []
     if table == CHECKPOINT_WRITES.name:
+        finished = ~pl.col(MARKER)  # the rules on end_time, bytes and phases skip markers
         checks += [
-            (pl.col("end_ts") < pl.col("start_ts"), "end_time before start_time"),
-            (pl.col("bytes") < 0, "negative bytes"),
+            (finished & (pl.col("end_ts") < pl.col("start_ts")), "end_time before start_time"),
+            (finished & (pl.col("bytes") < 0), "negative bytes"),
             (~pl.col("tier").is_in(TIERS), f"tier must be one of {', '.join(TIERS)}"),
-            (~pl.col("status").is_in(STATUSES), f"status must be one of {', '.join(STATUSES)}"),
+            (finished & ~pl.col("status").is_in(STATUSES),
+             f"status must be one of {', '.join(STATUSES)} (or {STARTED} for a start marker)"),
             (pl.col("step") < 0, "negative step"),
             (pl.col("rank") < 0, "negative rank"),
         ]
         for phase in ("open_s", "write_s", "fsync_s", "close_s"):
-            checks.append((pl.col(phase) < 0, f"negative {phase}"))
+            checks.append((finished & (pl.col(phase) < 0), f"negative {phase}"))
     if table == "jobs":
         checks += [
             (pl.col("n_ranks") <= 0, "n_ranks must be positive"),
@@ -297,9 +326,27 @@ def _row_checks(table: str) -> list[tuple[pl.Expr, str | pl.Expr]]:
     return checks
 
 
+def _unreadable_text(i: int, name: str, kind: str, dtype: pl.DataType,
+                     flag: pl.Expr) -> pl.Expr:
+    """The reason for column ``i``'s unreadable value (null where ``flag`` is false): an
+    integral number outside the column's integer type is "out of range", else "is not …"."""
+    value = pl.col(f"__o{i}").cast(pl.String).str.slice(0, 80)
+    not_kind = pl.format("{}: '{}' is not {}", pl.lit(name), value, pl.lit(kind))
+    if dtype not in (pl.Int64, pl.Int32):
+        return pl.when(flag).then(not_kind)
+    lo, hi = int_bounds(dtype)
+    out_of_range = pl.format("{}: '{}' is out of range (an integer from {} to {})",
+                             pl.lit(name), value, pl.lit(str(lo)), pl.lit(str(hi)))
+    return pl.when(flag & integral_expr(f"__o{i}")).then(out_of_range).when(flag).then(not_kind)
+
+
 def canonicalise(frame: Frame, table: str, *, file_label: str,
                  source: str = "canonical") -> Parsed:
-    """Type, validate and split a loaded frame into canonical rows and rejects."""
+    """Type, validate and split a loaded frame into canonical rows and rejects.
+
+    For ``checkpoint_writes``, start markers (``status = "started"``) go to
+    ``checkpoint_starts`` (see the module docstring); a file of markers only needs no
+    ``end_time`` or ``bytes`` column."""
     out = Parsed(rejects=Rejects(frame.rejects))
     df = frame.df
     if df.height == 0:
@@ -310,8 +357,14 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
     if extra:
         out.notes.append(f"{file_label}: extra columns ignored: {', '.join(extra)}")
     spec = TABLES[table]
+    checkpoints = table == CHECKPOINT_WRITES.name
+    marker = _is_marker(df) if checkpoints else pl.lit(False)
+    #: Columns every row of this table uses (a marker's); the rest only finished records use.
+    shared = marker_columns() if checkpoints else set(readable)
+    only_markers = checkpoints and df.select(marker.all()).item()
     required = {c for c in readable if not dtypes_nullable(table, c)}
-    missing = sorted(c for c in required if c not in df.columns and c != "status")
+    needed = required & shared if only_markers else required
+    missing = sorted(c for c in needed if c not in df.columns and c != "status")
     if missing:
         names = [ALIASES.get(table, {}).get(c, (c,))[0] for c in missing]
         raise RecordError(
@@ -319,11 +372,18 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
             f"(found: {', '.join(c for c in df.columns if c not in (LINE, RAW))}); "
             f"none of its {df.height} records were ingested"
         )
+
+    def applies(col: str) -> pl.Expr:
+        """Where a rule on ``col`` applies: every row, or (a column a marker lacks) the
+        finished records only."""
+        return pl.lit(True) if col in shared else ~pl.col(MARKER)
+
     # Each column is coerced once (value ``__v<i>``, flag ``__b<i>``: present but unreadable);
     # reasons are spelled out only for the rows that are rejected.
     coerced: list[pl.Series] = []
     values: list[pl.Expr] = []
-    reasons: list[tuple[int, str, str]] = []  # (column index, name in the file, what it must be)
+    # (column index, canonical name, name in the file, what it must be, canonical type)
+    reasons: list[tuple[int, str, str, str, pl.DataType]] = []
     for i, (col, dtype) in enumerate(readable.items()):
         if col not in df.columns:
             values.append(pl.lit(None, dtype=dtype).alias(col))
@@ -334,19 +394,20 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         kind = (f"a timestamp (ISO-8601 or epoch seconds, years {INGEST.min_year}-"
                 f"{INGEST.max_year})") if isinstance(dtype, pl.Datetime) else (
             "an integer" if dtype in (pl.Int64, pl.Int32) else "a finite number")
-        reasons.append((i, user_names.get(col, col), kind))
-    stage = df.with_columns(coerced)
-    typed = stage.select(pl.col(LINE), pl.col(RAW), *values,
-                         *[pl.col(f"__b{i}") for i, _, _ in reasons],
+        reasons.append((i, col, user_names.get(col, col), kind, dtype))
+    stage = df.with_columns(coerced).with_columns(marker.alias(MARKER))
+    typed = stage.select(pl.col(LINE), pl.col(RAW), *values, pl.col(MARKER),
+                         *[pl.col(f"__b{i}") for i, *_ in reasons],
                          *[pl.col(col).alias(f"__o{i}") for i, (col, _) in
                            enumerate(readable.items()) if col in df.columns])
-    if table == CHECKPOINT_WRITES.name:
+    if checkpoints:
         typed = typed.with_columns(pl.col("status").fill_null("ok").str.to_lowercase(),
                                    pl.col("tier").str.to_lowercase())
-    unreadable = pl.any_horizontal([pl.col(f"__b{i}").fill_null(False) for i, _, _ in reasons]) \
-        if reasons else pl.lit(False)
+    flags = {i: pl.col(f"__b{i}").fill_null(False) & applies(col) for i, col, *_ in reasons}
+    unreadable = pl.any_horizontal(list(flags.values())) if flags else pl.lit(False)
     checks: list[tuple[pl.Expr, str | pl.Expr]] = [
-        (pl.col(col).is_null() & ~unreadable, f"missing {col}") for col in sorted(required)]
+        (pl.col(col).is_null() & ~unreadable & applies(col), f"missing {col}")
+        for col in sorted(required)]
     checks += [(bad.fill_null(False), reason) for bad, reason in _row_checks(table)]
     checks += field_limit_checks([c for c, t in readable.items() if t == pl.String],
                                  active_ingest().max_field_chars)
@@ -354,23 +415,28 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
     typed = typed.with_columns(flagged.alias("__bad"))
     bad_rows = typed.filter(pl.col("__bad"))
     if bad_rows.height:
-        texts = [pl.when(pl.col(f"__b{i}").fill_null(False)).then(pl.format(
-            "{}: '{}' is not {}", pl.lit(name),
-            pl.col(f"__o{i}").cast(pl.String).str.slice(0, 80), pl.lit(kind)))
-            for i, name, kind in reasons]
+        texts = [_unreadable_text(i, name, kind, dtype, flags[i])
+                 for i, _, name, kind, dtype in reasons]
         texts += [pl.when(c).then(reason if isinstance(reason, pl.Expr) else pl.lit(reason))
                   for c, reason in checks]
         why = pl.concat_str(texts, separator="; ", ignore_nulls=True)
         shown = bad_rows.head(out.capped.room)  # the rest only counted: memory stays bounded
         out.capped.dropped += bad_rows.height - shown.height
-        for line, raw, reason in shown.select(LINE, RAW, why.alias("__reason")).iter_rows():
-            out.rejects.append(Reject(reason, line, clip_raw(raw or ""), table))
+        for line, raw, reason, is_marker in shown.select(
+                LINE, RAW, why.alias("__reason"), MARKER).iter_rows():
+            out.rejects.append(Reject(reason, line, clip_raw(raw or ""),
+                                      CHECKPOINT_STARTS.name if is_marker else table))
     good = typed.filter(~pl.col("__bad"))
-    if table == CHECKPOINT_WRITES.name:
-        good = _latest_per_rank(good, out, table)
+    if checkpoints:
+        starts = good.filter(pl.col(MARKER))
+        good = _latest_per_rank(good.filter(~pl.col(MARKER)), out, table)
         good = good.with_columns(
             ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
             .alias("duration_s"))
+        # Every marker is kept (a rank that retried has two): stg_checkpoint_starts keeps
+        # the earliest start of each (job_id, step, rank).
+        out.add(CHECKPOINT_STARTS.name,
+                starts.select(list(_canonical_dtypes(CHECKPOINT_STARTS.name))))
     if table == FABRIC_COUNTERS.name:
         good = good.with_columns(pl.lit(source).alias("source"))
     out.add(table, good.select(list(dtypes)))
