@@ -92,10 +92,12 @@ print(json.dumps({
 
 @dataclass(frozen=True)
 class Wheels:
-    """The sdist built from the source tree, and the wheel built from that sdist."""
+    """The sdist built from a copy of the source tree, the wheel built from that sdist, and
+    the copy's package folder (src/ckptwatch)."""
 
     from_sdist: Path
     sdist: Path
+    package_src: Path
     seconds: dict[str, float]
 
 
@@ -193,14 +195,14 @@ def _package_patterns() -> list[str]:
     return patterns
 
 
-def _source_files() -> dict[str, Path]:
+def _source_files(package_src: Path) -> dict[str, Path]:
     """What a wheel built straight from the source tree holds below ckptwatch/: every module
     of src/ckptwatch, and every file a package-data pattern matches (through the sql/ and
     notebooks/ links), by wheel member name."""
-    files = {p for p in PACKAGE_SRC.rglob("*.py") if "__pycache__" not in p.parts}
+    files = {p for p in package_src.rglob("*.py") if "__pycache__" not in p.parts}
     for pattern in _package_patterns():
-        files |= {p for p in PACKAGE_SRC.glob(pattern) if p.is_file()}
-    return {f"ckptwatch/{p.relative_to(PACKAGE_SRC).as_posix()}": p for p in files}
+        files |= {p for p in package_src.glob(pattern) if p.is_file()}
+    return {f"ckptwatch/{p.relative_to(package_src).as_posix()}": p for p in files}
 
 
 #: The dev venv (``make install``: the checkout editable, every dependency at the pins of
@@ -294,7 +296,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
            [sys.executable, "-m", "build", "--outdir", str(base / "sdist"), str(src)])
     (from_sdist,) = (base / "sdist").glob("ckptwatch-*.whl")
     (sdist,) = (base / "sdist").glob("ckptwatch-*.tar.gz")
-    return Wheels(from_sdist, sdist, seconds)
+    return Wheels(from_sdist, sdist, src / "src" / "ckptwatch", seconds)
 
 
 @pytest.fixture(scope="session")
@@ -436,7 +438,7 @@ def test_the_wheel_holds_the_package_the_sql_views_and_the_notebook(wheels: Whee
 def test_the_sdist_builds_the_same_wheel(wheels: Wheels) -> None:
     """The sdist's wheel holds what a wheel built straight from the tree does: every module
     and package-data file of src/ckptwatch (the links followed), nothing else, byte for byte."""
-    source, from_sdist = _source_files(), _members(wheels.from_sdist)
+    source, from_sdist = _source_files(wheels.package_src), _members(wheels.from_sdist)
     assert sorted(from_sdist) == sorted(source)
     assert [n for n in source if source[n].read_bytes() != from_sdist[n]] == []
 
