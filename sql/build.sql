@@ -24,11 +24,13 @@
 .read sql/staging/stg_metric_samples.sql
 .read sql/staging/stg_counter_deltas.sql
 .read sql/intermediate/int_checkpoint_hosts.sql
+.read sql/intermediate/int_lake_skipped_rows.sql
 .read sql/intermediate/int_lake_table_rows.sql
 .read sql/intermediate/int_node_leaves.sql
 .read sql/intermediate/int_signal_catalog.sql
 .read sql/intermediate/int_window_samples.sql
 .read sql/intermediate/int_signal_counters.sql
+.read sql/intermediate/int_unfinished_ranks.sql
 .read sql/intermediate/int_signal_samples.sql
 .read sql/marts/checkpoint_latency.sql
 .read sql/marts/postmortem_signals.sql

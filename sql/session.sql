@@ -29,7 +29,7 @@ set variable straggler_min_excess_s = 1.0;
 -- written by an older version may hold some, and one 300 MB job_id made every later analysis
 -- run out of memory. ckptwatch sets the active limit; int_lake_skipped_rows names such rows.
 set variable max_field_chars = 256;
--- ids_over_limit([a, b, …]): true when any of the identifiers is longer than max_field_chars.
-create or replace macro ids_over_limit(ids) as
-    list_max(list_transform(ids, lambda x: coalesce(length(x), 0)))
-    > getvariable('max_field_chars');
+-- ids_over_limit(greatest(length(a), length(b), …)): true when the longest of the identifiers is
+-- longer than max_field_chars (greatest skips nulls; a list and a lambda per row cost 4x more).
+create or replace macro ids_over_limit(longest) as
+    coalesce(longest, 0) > getvariable('max_field_chars');

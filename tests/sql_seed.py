@@ -51,7 +51,9 @@ def fabric_deltas(lake_root: Path, rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 def marker(job: str, step: int, rank: int, *, start: float = 0.0, tier: str = "pool",
            **extra: Any) -> dict[str, Any]:
-    """One rank's start marker (a ``checkpoint_starts`` row) at T0 + ``start``; node
+    """One rank's start marker (a ``checkpoint_starts`` row) at T0 + ``start``, ingested then
+    (as a watcher-era lake would: the ingest time counts towards the data end); node
     n<rank // 2> and target t<rank % 2>, as ``tests.sql.test_marts.write`` places a record."""
     return {"job_id": job, "step": step, "rank": rank, "node": f"n{rank // 2}", "tier": tier,
-            "target": f"t{rank % 2}", "start_ts": at(start), **extra}
+            "target": f"t{rank % 2}", "start_ts": at(start), "ingested_ts": at(start),
+            **extra}

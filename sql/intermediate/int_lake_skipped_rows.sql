@@ -11,7 +11,7 @@ skipped as (
         source_file,
         count(*) as n_rows,
     from checkpoint_writes
-    where ids_over_limit([job_id, node, tier, target])
+    where ids_over_limit(greatest(length(job_id), length(node), length(tier), length(target)))
     group by source_file
     union all
     select
@@ -19,7 +19,7 @@ skipped as (
         source_file,
         count(*) as n_rows,
     from checkpoint_starts
-    where ids_over_limit([job_id, node, tier, target])
+    where ids_over_limit(greatest(length(job_id), length(node), length(tier), length(target)))
     group by source_file
     union all
     select
@@ -27,7 +27,7 @@ skipped as (
         source_file,
         count(*) as n_rows,
     from jobs
-    where ids_over_limit([job_id])
+    where ids_over_limit(greatest(length(job_id)))
     group by source_file
     union all
     select
@@ -35,7 +35,14 @@ skipped as (
         source_file,
         count(*) as n_rows,
     from nvme_smart
-    where ids_over_limit([node, device, metric, model, serial, firmware])
+    where ids_over_limit(greatest(
+        length(node),
+        length(device),
+        length(metric),
+        length(model),
+        length(serial),
+        length(firmware)
+    ))
     group by source_file
     union all
     select
@@ -43,7 +50,7 @@ skipped as (
         source_file,
         count(*) as n_rows,
     from fabric_counters
-    where ids_over_limit([node, device, port, counter])
+    where ids_over_limit(greatest(length(node), length(device), length(port), length(counter)))
     group by source_file
     union all
     select
@@ -51,7 +58,7 @@ skipped as (
         source_file,
         count(*) as n_rows,
     from pool_metrics
-    where ids_over_limit([pool, target, metric])
+    where ids_over_limit(greatest(length(pool), length(target), length(metric)))
     group by source_file
     union all
     select
@@ -59,7 +66,7 @@ skipped as (
         source_file,
         count(*) as n_rows,
     from topology
-    where ids_over_limit([node, leaf_switch, nic, port])
+    where ids_over_limit(greatest(length(node), length(leaf_switch), length(nic), length(port)))
     group by source_file
 ),
 

@@ -1,14 +1,40 @@
 -- checkpoint_latency: one row per checkpoint (job_id, step): how long its ranks took, the
 -- typical rank (p50) against the tail (p99, max), the barrier, the bandwidth and the phases.
 -- Quantiles are exact (quantile_cont: linear interpolation between order statistics) over the
--- ranks of this one checkpoint. barrier_s = the slowest rank: a synchronous checkpoint holds
--- training until the last rank is done. Every rank counts, whatever its status (a rank that
--- errored or timed out still held the barrier); n_ranks_not_ok says how many did not finish ok.
+-- ranks of this one checkpoint that finished. barrier_s = the slowest rank: a synchronous
+-- checkpoint holds training until the last rank is done. Every finished rank counts, whatever
+-- its status (a rank that errored or timed out still held the barrier); n_ranks_not_ok says
+-- how many did not finish ok.
+-- Unfinished ranks (docs/concepts.md): n_started counts the ranks with a start marker,
+-- n_unfinished those of them with no record (int_unfinished_ranks). A checkpoint with markers
+-- and no finished rank is here too (n_ranks 0, rank quantiles null): it is the one that killed
+-- the job. The data end is the latest time the lake's checkpoint data reaches: the latest
+-- end_ts of a record or start_ts of a marker, over every job of the lake (or of the days read),
+-- or the latest ingest of a marker: a rank without a record when its marker was ingested had
+-- not finished by then (the recorder appends each record as its rank finishes). A job killed
+-- at its timeout writes nothing after it: without the ingest time, its hung checkpoint would
+-- look open only until its last finished rank.
+-- timed_out: the checkpoint has unfinished ranks, and the data reaches its start_ts + the
+-- job's checkpoint_timeout_s (a job without metadata has no timeout: open at the data end).
+-- For a checkpoint with unfinished ranks the barrier is a lower bound
+-- (barrier_is_lower_bound): the slowest finished rank, or how long the checkpoint stayed open,
+-- whichever is longer; open until start_ts + the timeout when it timed out, else until the
+-- data end. end_ts is then where that known window ends and slowest_rank the unfinished rank
+-- that started first. Checkpoints without markers are as they were: the starts side is a small
+-- join at the checkpoint grain.
 -- Contract: checkpoint_latency.contract.yml.
 create or replace view checkpoint_latency as
 with
 writes as (
     select * from stg_checkpoint_writes
+),
+
+starts as (
+    select * from stg_checkpoint_starts
+),
+
+unfinished_ranks as (
+    select * from int_unfinished_ranks
 ),
 
 jobs as (
@@ -19,7 +45,8 @@ per_checkpoint as (
     select
         job_id,
         step,
-        case when min(tier) = max(tier) then min(tier) else 'mixed' end as tier,
+        min(tier) as tier_min,
+        max(tier) as tier_max,
         count(*) as n_ranks,
         count(*) filter (where status <> 'ok') as n_ranks_not_ok,
         cast(sum(bytes) as bigint) as bytes,
@@ -36,41 +63,130 @@ per_checkpoint as (
     group by job_id, step
 ),
 
+started as (
+    select
+        job_id,
+        step,
+        count(*) as n_started,
+        min(start_ts) as start_ts,
+        max(ingested_ts) as ingested_ts,
+    from starts
+    group by job_id, step
+),
+
+unfinished as (
+    select
+        job_id,
+        step,
+        min(tier) as tier_min,
+        max(tier) as tier_max,
+        count(*) as n_unfinished,
+        first(rank order by start_ts, rank) as first_open_rank,
+    from unfinished_ranks
+    group by job_id, step
+),
+
+data_end as (
+    select
+        greatest(
+            (select max(end_ts) from per_checkpoint),
+            (select max(start_ts) from started),
+            (select max(ingested_ts) from started)
+        ) as data_end_ts,
+),
+
+combined as (
+    select
+        job_id,
+        step,
+        least(per_checkpoint.tier_min, unfinished.tier_min) as tier_min,
+        greatest(per_checkpoint.tier_max, unfinished.tier_max) as tier_max,
+        coalesce(per_checkpoint.n_ranks, 0) as n_ranks,
+        coalesce(per_checkpoint.n_ranks_not_ok, 0) as n_ranks_not_ok,
+        coalesce(started.n_started, 0) as n_started,
+        coalesce(unfinished.n_unfinished, 0) as n_unfinished,
+        coalesce(per_checkpoint.bytes, 0) as bytes,
+        least(per_checkpoint.start_ts, started.start_ts) as start_ts,
+        per_checkpoint.end_ts as finished_end_ts,
+        per_checkpoint.duration_quantiles,
+        per_checkpoint.max_s,
+        coalesce(unfinished.first_open_rank, per_checkpoint.slowest_rank) as slowest_rank,
+        per_checkpoint.open_p50_s,
+        per_checkpoint.write_p50_s,
+        per_checkpoint.fsync_p50_s,
+        per_checkpoint.close_p50_s,
+    from per_checkpoint
+    full outer join unfinished using (job_id, step)
+    left join started using (job_id, step)
+),
+
+judged as (
+    select
+        combined.*,
+        jobs.n_ranks as n_ranks_expected,
+        combined.n_unfinished > 0
+            and (
+                jobs.checkpoint_timeout_s is null
+                or data_end.data_end_ts
+                >= combined.start_ts + to_seconds(jobs.checkpoint_timeout_s)
+            ) as timed_out,
+        case
+            when combined.n_unfinished = 0 then null
+            when jobs.checkpoint_timeout_s is not null
+                and data_end.data_end_ts
+                >= combined.start_ts + to_seconds(jobs.checkpoint_timeout_s)
+                then combined.start_ts + to_seconds(jobs.checkpoint_timeout_s)
+            else data_end.data_end_ts
+        end as open_until_ts,
+    from combined
+    cross join data_end
+    left join jobs using (job_id)
+),
+
 with_window as (
     select
         *,
-        epoch(end_ts - start_ts) as window_s,
-    from per_checkpoint
+        case
+            when open_until_ts is null then finished_end_ts
+            else greatest(finished_end_ts, open_until_ts)
+        end as end_ts,
+        case
+            when open_until_ts is null then max_s
+            else greatest(max_s, epoch(open_until_ts - start_ts))
+        end as barrier_s,
+    from judged
 ),
 
 final as (
     select
-        with_window.job_id,
-        with_window.step,
-        with_window.tier,
-        with_window.n_ranks,
-        jobs.n_ranks as n_ranks_expected,
-        with_window.n_ranks_not_ok,
-        with_window.bytes,
-        with_window.start_ts,
-        with_window.end_ts,
-        with_window.window_s,
-        with_window.duration_quantiles[1] as p50_s,
-        with_window.duration_quantiles[2] as p90_s,
-        with_window.duration_quantiles[3] as p99_s,
-        with_window.duration_quantiles[4] as p999_s,
-        with_window.max_s,
-        with_window.max_s as barrier_s,
-        with_window.duration_quantiles[3] / nullif(with_window.duration_quantiles[1], 0)
-            as p99_over_p50,
-        with_window.slowest_rank,
-        with_window.bytes / nullif(with_window.window_s, 0) as effective_bandwidth_bytes_per_s,
-        with_window.open_p50_s,
-        with_window.write_p50_s,
-        with_window.fsync_p50_s,
-        with_window.close_p50_s,
+        job_id,
+        step,
+        case when tier_min = tier_max then tier_min else 'mixed' end as tier,
+        n_ranks,
+        n_ranks_expected,
+        n_ranks_not_ok,
+        n_started,
+        n_unfinished,
+        bytes,
+        start_ts,
+        end_ts,
+        epoch(end_ts - start_ts) as window_s,
+        duration_quantiles[1] as p50_s,
+        duration_quantiles[2] as p90_s,
+        duration_quantiles[3] as p99_s,
+        duration_quantiles[4] as p999_s,
+        max_s,
+        barrier_s,
+        n_unfinished > 0 as barrier_is_lower_bound,
+        timed_out,
+        duration_quantiles[3] / nullif(duration_quantiles[1], 0) as p99_over_p50,
+        slowest_rank,
+        bytes / nullif(epoch(end_ts - start_ts), 0) as effective_bandwidth_bytes_per_s,
+        open_p50_s,
+        write_p50_s,
+        fsync_p50_s,
+        close_p50_s,
     from with_window
-    left join jobs using (job_id)
 )
 
 select * from final;

@@ -4,6 +4,9 @@
 -- A stall: barrier_s >= stall_factor * baseline_s and barrier_s - baseline_s >=
 -- stall_min_excess_s (defaults in sql/session.sql; SET VARIABLE stall_factor = 3; to change).
 -- Detection looks at the barrier only: no checkpoint is a stall because a signal moved.
+-- Unfinished ranks (checkpoint_latency): the barrier of a checkpoint with unfinished ranks is
+-- a lower bound (barrier_is_lower_bound), judged against the baseline like any other; a
+-- timed_out checkpoint is a stall whatever the ratio (it is the one that killed the job).
 -- Contract: stalls.contract.yml.
 create or replace view stalls as
 with
@@ -68,14 +71,19 @@ final as (
         start_ts,
         end_ts,
         n_ranks,
+        n_started,
+        n_unfinished,
         p50_s,
         p99_s,
         barrier_s,
+        barrier_is_lower_bound,
+        timed_out,
         baseline_s,
         barrier_s / nullif(baseline_s, 0) as ratio_to_baseline,
         barrier_s - baseline_s as excess_s,
         n_stragglers,
-        barrier_s >= factor * baseline_s and barrier_s - baseline_s >= min_excess_s
+        timed_out
+            or (barrier_s >= factor * baseline_s and barrier_s - baseline_s >= min_excess_s)
             as is_stall,
     from judged
 )

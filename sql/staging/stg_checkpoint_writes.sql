@@ -8,7 +8,12 @@ create or replace view stg_checkpoint_writes as
 with
 source as not materialized (
     select * from checkpoint_writes
-    where not ids_over_limit([job_id, node, tier, target])  -- see int_lake_skipped_rows
+    where not ids_over_limit(greatest(
+        length(job_id),
+        length(node),
+        length(tier),
+        length(target)
+    ))  -- see int_lake_skipped_rows
 ),
 
 rank_blocks as (

@@ -8,7 +8,12 @@ create or replace view stg_fabric_counters as
 with
 source as (
     select * from fabric_counters
-    where not ids_over_limit([node, device, port, counter])  -- see int_lake_skipped_rows
+    where not ids_over_limit(greatest(
+        length(node),
+        length(device),
+        length(port),
+        length(counter)
+    ))  -- see int_lake_skipped_rows
 ),
 
 versioned as (

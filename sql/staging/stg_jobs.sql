@@ -3,7 +3,7 @@ create or replace view stg_jobs as
 with
 source as (
     select * from jobs
-    where not ids_over_limit([job_id])  -- see int_lake_skipped_rows
+    where not ids_over_limit(greatest(length(job_id)))  -- see int_lake_skipped_rows
 ),
 
 latest as (

@@ -6,7 +6,14 @@ create or replace view stg_nvme_smart as
 with
 source as (
     select * from nvme_smart
-    where not ids_over_limit([node, device, metric, model, serial, firmware])  -- see int_lake_skipped_rows
+    where not ids_over_limit(greatest(
+        length(node),
+        length(device),
+        length(metric),
+        length(model),
+        length(serial),
+        length(firmware)
+    ))  -- see int_lake_skipped_rows
 ),
 
 metric_names as (

@@ -7,7 +7,11 @@ create or replace view stg_pool_metrics as
 with
 source as (
     select * from pool_metrics
-    where not ids_over_limit([pool, target, metric])  -- see int_lake_skipped_rows
+    where not ids_over_limit(greatest(
+        length(pool),
+        length(target),
+        length(metric)
+    ))  -- see int_lake_skipped_rows
 ),
 
 metric_names as (

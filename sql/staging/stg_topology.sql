@@ -4,7 +4,12 @@ create or replace view stg_topology as
 with
 source as (
     select * from topology
-    where not ids_over_limit([node, leaf_switch, nic, port])  -- see int_lake_skipped_rows
+    where not ids_over_limit(greatest(
+        length(node),
+        length(leaf_switch),
+        length(nic),
+        length(port)
+    ))  -- see int_lake_skipped_rows
 ),
 
 latest as (

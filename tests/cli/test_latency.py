@@ -126,7 +126,9 @@ def test_json_counts_started_and_unfinished_ranks(lake: Path,
     start = T0 + timedelta(seconds=300)
     seed(lake, "checkpoint_starts", [
         {"job_id": "j1", "step": step, "rank": r, "node": f"n{r}", "tier": "pool",
-         "start_ts": T0 + timedelta(seconds=step)} for step in (100, 300) for r in (0, 1)])
+         "start_ts": T0 + timedelta(seconds=step),
+         "ingested_ts": T0 + timedelta(seconds=step)}  # ingested live, not a day later
+        for step in (100, 300) for r in (0, 1)])
     extra = lake / "checkpoint_writes" / f"date={T0:%Y-%m-%d}" / "part-y.parquet"
     pq.write_table(pa.Table.from_pylist([{
         "job_id": "j1", "step": 300, "rank": 0, "node": "n0", "tier": "pool", "start_ts": start,

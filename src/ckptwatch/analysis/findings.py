@@ -4,7 +4,9 @@
 run calls it once and hands the :class:`StallFindings` to the alerts (``top_causes``) and the
 daily report; ``ckptwatch stalls`` / ``explain`` / ``demo`` and the post-mortem call it too.
 A :class:`StallRecord` crosses module boundaries; ``to_dict()`` is its JSON form (the keys of
-``ckptwatch stalls --format json``).
+``ckptwatch stalls --format json``). A stall whose ranks never finished carries
+``n_unfinished``, ``timed_out`` and ``barrier_is_lower_bound`` and where its unfinished ranks
+were last seen; :attr:`StallRecord.never_finished` says it in words.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ckptwatch.analysis.attribution import (
 )
 from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.analysis.stalls import stall_features
+from ckptwatch.analysis.unfinished import never_finished
 from ckptwatch.lake.query import connect
 
 
@@ -41,14 +44,26 @@ class StallRecord:
     end_ts: str | None
     n_ranks: int
     barrier_s: float
-    p50_s: float
-    p99_s: float
+    p50_s: float | None
+    p99_s: float | None
     baseline_s: float
     ratio_to_baseline: float
     n_stragglers: int
     n_slow: int
     causes: tuple[CauseVerdict, ...]
     features: Mapping[str, Any] = field(default_factory=dict)
+    #: Ranks with a start marker, and those of them that never finished (no record).
+    n_started: int = 0
+    n_unfinished: int = 0
+    #: Unfinished ranks still open at the job's checkpoint timeout (or, without one, at the
+    #: end of the data).
+    timed_out: bool = False
+    #: With unfinished ranks ``barrier_s`` is a lower bound: the barrier lasted at least that.
+    barrier_is_lower_bound: bool = False
+    #: Where the unfinished ranks were last seen, most common first.
+    unfinished_nodes: tuple[str, ...] = ()
+    unfinished_leaves: tuple[str, ...] = ()
+    unfinished_targets: tuple[str, ...] = ()
 
     @property
     def cause(self) -> str:
@@ -60,9 +75,22 @@ class StallRecord:
         """The top cause's verdict."""
         return self.causes[0]
 
+    @property
+    def never_finished(self) -> str:
+        """"3 of 512 ranks never finished step 5000; last seen on node017, leaf03, target
+        pool0-tgt07" (empty when every rank finished)."""
+        return never_finished(
+            step=self.step, n_unfinished=self.n_unfinished,
+            n_ranks=self.n_ranks + self.n_unfinished, nodes=self.unfinished_nodes,
+            leaves=self.unfinished_leaves, targets=self.unfinished_targets,
+            timed_out=self.timed_out)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the stall's columns, ``cause``, ``causes`` (ranked) and ``features``."""
         out: dict[str, Any] = {k: getattr(self, k) for k in _COLUMNS}
+        for k in _UNFINISHED_LISTS:
+            out[k] = list(getattr(self, k))
+        out["never_finished"] = self.never_finished
         out["cause"] = self.cause
         out["causes"] = [v.to_dict() for v in self.causes]
         out["features"] = dict(self.features)
@@ -70,7 +98,9 @@ class StallRecord:
 
 
 _COLUMNS = ("job_id", "step", "tier", "start_ts", "end_ts", "n_ranks", "barrier_s", "p50_s",
-            "p99_s", "baseline_s", "ratio_to_baseline", "n_stragglers", "n_slow")
+            "p99_s", "baseline_s", "ratio_to_baseline", "n_stragglers", "n_slow", "n_started",
+            "n_unfinished", "timed_out", "barrier_is_lower_bound")
+_UNFINISHED_LISTS = ("unfinished_nodes", "unfinished_leaves", "unfinished_targets")
 
 
 @dataclass(frozen=True)
@@ -104,6 +134,10 @@ def _iso(ts: Any) -> str | None:
     return ts.isoformat() if ts is not None else None
 
 
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def stall_records(features: pl.DataFrame,
                   verdicts: Iterable[list[CauseVerdict]]) -> tuple[StallRecord, ...]:
     """Typed records from the stall feature rows and their ranked verdicts."""
@@ -113,11 +147,16 @@ def stall_records(features: pl.DataFrame,
             job_id=row["job_id"], step=int(row["step"]), tier=row["tier"],
             start_ts=_iso(row["start_ts"]), end_ts=_iso(row["end_ts"]),
             n_ranks=int(row["n_ranks"]), barrier_s=float(row["barrier_s"]),
-            p50_s=float(row["p50_s"]), p99_s=float(row["p99_s"]),
+            p50_s=_float_or_none(row["p50_s"]), p99_s=_float_or_none(row["p99_s"]),
             baseline_s=float(row["baseline_s"]),
             ratio_to_baseline=float(row["ratio_to_baseline"]),
             n_stragglers=int(row["n_stragglers"] or 0), n_slow=int(row["n_slow"] or 0),
-            causes=tuple(ranked), features={k: row.get(k) for k in FEATURES}))
+            causes=tuple(ranked), features={k: row.get(k) for k in FEATURES},
+            n_started=int(row.get("n_started") or 0),
+            n_unfinished=int(row.get("n_unfinished") or 0),
+            timed_out=bool(row.get("timed_out")),
+            barrier_is_lower_bound=bool(row.get("barrier_is_lower_bound")),
+            **{k: tuple(row.get(k) or ()) for k in _UNFINISHED_LISTS}))
     return tuple(out)
 
 

@@ -5,6 +5,11 @@ signal evidence comes from the ``stall_ranks`` and ``stall_signals`` marts. This
 those rows into one feature row per stall: where the slow ranks concentrate, where their time
 went, and what each signal family did on their hosts against its own baseline and against the
 other hosts. Every feature has a physical meaning (no artefact of one generator).
+
+A checkpoint whose ranks never finished (a start marker, no record) is a stall with a lower
+bound for its barrier, and a timed-out one is a stall whatever the ratio (``stalls`` mart); its
+unfinished ranks are slow ranks of ``stall_ranks``, so the features look at their hosts, leaf
+switches and targets, and the context lists where they were last seen (``unfinished_*``).
 """
 
 from __future__ import annotations
@@ -15,14 +20,16 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from ckptwatch.analysis.unfinished import where_seen
 from ckptwatch.lake.query import run_sql
 
 
 def detect_stalls(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:
     """Every stall (optionally of one job), oldest first."""
     return run_sql(con, """
-        select job_id, step, tier, start_ts, end_ts, n_ranks, p50_s, p99_s, barrier_s,
-               baseline_s, ratio_to_baseline, excess_s, n_stragglers
+        select job_id, step, tier, start_ts, end_ts, n_ranks, n_started, n_unfinished,
+               p50_s, p99_s, barrier_s, barrier_is_lower_bound, timed_out, baseline_s,
+               ratio_to_baseline, excess_s, n_stragglers
         from stalls
         where is_stall and ($job is null or job_id = $job)
         order by start_ts, job_id, step
@@ -165,6 +172,8 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame) -> dict[str, Any]:
         .alias("ratio"))
     md_ratio = _max(md, "ratio", 1.0)
     tier = ranks["tier"][0] if ranks.height else None
+    unfinished = (ranks.filter(pl.col("is_unfinished")) if "is_unfinished" in ranks.columns
+                  else ranks.clear())
     return {
         "slow_frac": slow.height / n,
         "n_slow": slow.height,
@@ -193,4 +202,8 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame) -> dict[str, Any]:
         "metadata_latency_base_ms": _max(md.sort("ratio", descending=True).head(1),
                                          "baseline_level", 0.0),
         "tier_pool": 1.0 if tier == "pool" else 0.0,
+        "unfinished_nodes": list(where_seen(unfinished["node"].to_list())),
+        "unfinished_leaves": list(where_seen(unfinished["leaf_switch"].to_list(),
+                                             split_commas=True)),
+        "unfinished_targets": list(where_seen(unfinished["target"].to_list())),
     }

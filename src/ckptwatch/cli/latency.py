@@ -10,9 +10,9 @@ from ckptwatch.settings import default_lake
 
 #: Columns shown by ``--format table`` (csv and json carry every column of the mart).
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "checkpoint": ("job_id", "step", "tier", "n_ranks", "p50_s", "p90_s", "p99_s", "max_s",
-                   "barrier_s", "p99_over_p50", "bandwidth_gb_per_s", "write_p50_s",
-                   "fsync_p50_s"),
+    "checkpoint": ("job_id", "step", "tier", "n_ranks", "n_unfinished", "p50_s", "p90_s",
+                   "p99_s", "max_s", "barrier_s", "timed_out", "p99_over_p50",
+                   "bandwidth_gb_per_s", "write_p50_s", "fsync_p50_s"),
     "job": ("job_id", "tier", "n_checkpoints", "rank_p50_s", "barrier_p50_s", "barrier_p99_s",
             "barrier_max_s", "barrier_trend_s_per_h", "timeout_s", "headroom_s"),
     "tier": ("tier", "n_jobs", "n_checkpoints", "rank_p50_s", "rank_p99_s", "barrier_p50_s",
@@ -28,7 +28,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "per (job, step), p50/p90/p99/max over that checkpoint's ranks and the barrier time "
         "(the slowest rank). --by job: per (job, tier), p50/p99/max of the barrier time over "
         "the job's checkpoints, its trend and the headroom to the checkpoint timeout. --by "
-        "tier: the same over every checkpoint of each tier. Times in seconds.")
+        "tier: the same over every checkpoint of each tier. Times in seconds. A checkpoint "
+        "whose ranks wrote start markers counts them (n_started); ranks that never finished "
+        "(n_unfinished) make its barrier a lower bound (barrier_is_lower_bound), and timed_out "
+        "when they were still open at the job's checkpoint timeout.")
     p.add_argument("--lake", type=Path, default=default_lake(),
                    help="lake directory (default: %(default)s; env CKPTWATCH_LAKE)")
     p.add_argument("--by", choices=("checkpoint", "job", "tier"), default="checkpoint",
@@ -68,8 +71,9 @@ def run(args: argparse.Namespace) -> int:
                 (pl.col("effective_bandwidth_bytes_per_s") / 1e9).alias("bandwidth_gb_per_s"))
         print(render_table(df.select(TABLE_COLUMNS[args.by]), float_precision=2))
         print(f"({df.height} row{'s' if df.height != 1 else ''}; seconds; p50/p99 over "
-              + ("the ranks of each checkpoint, barrier = slowest rank)" if args.by ==
-                 "checkpoint" else "checkpoints of the barrier time)"))
+              + ("the finished ranks of each checkpoint, barrier = slowest rank, at least "
+                 "barrier_s when ranks are unfinished)" if args.by == "checkpoint"
+                 else "checkpoints of the barrier time)"))
     if df.is_empty():
         what = f"job {args.job}" if args.job else "any job"
         print(escape_controls(f"ckptwatch latency: no checkpoints for {what} in {args.lake}"),

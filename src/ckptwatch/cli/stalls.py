@@ -33,7 +33,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "stalls", help="checkpoints that stalled, and why (gc | metadata | fabric_pause)",
         description="Detect stalls (barrier time far above the job's rolling median) and "
         "attribute each to garbage collection, metadata or a fabric pause, with evidence in "
-        "numbers; `unknown` when no signal supports a cause.")
+        "numbers; `unknown` when no signal supports a cause. A checkpoint whose ranks never "
+        "finished is judged on a lower bound of its barrier, and one that outlasted the job's "
+        "timeout is a stall whatever the ratio; JSON keys n_started, n_unfinished, timed_out, "
+        "barrier_is_lower_bound and never_finished say so.")
     _common(p)
     p.add_argument("--job", help="only this job")
     p.add_argument("--format", choices=("table", "json"), default="table",
@@ -71,19 +74,31 @@ def render_stalls(findings: StallFindings) -> str:
     import polars as pl
 
     from ckptwatch.cli._render import render_table
+    from ckptwatch.safetext import escape_controls
 
     if not findings.stalls:
         return "no stalls"
     rows = [{
         "job_id": r.job_id, "step": r.step, "tier": r.tier,
         "barrier_s": r.barrier_s, "baseline_s": r.baseline_s,
-        "x": r.ratio_to_baseline, "slow": f"{r.n_slow}/{r.n_ranks}",
+        "x": r.ratio_to_baseline, "slow": f"{r.n_slow}/{r.n_ranks + r.n_unfinished}",
+        "unfinished": _unfinished_cell(r.n_unfinished, r.timed_out),
         "cause": r.cause, "score": r.top.score,
         "evidence": (r.top.evidence or [""])[0][:160],
     } for r in findings.stalls]
     how = "rules + model" if findings.with_model else "rules only (no model built: make model)"
     table = render_table(pl.DataFrame(rows), float_precision=1, digits={"score": 3})
-    return table + f"\n{len(findings.stalls)} stall(s); attribution: {how}"
+    hung = [escape_controls(r.never_finished) for r in findings.stalls if r.n_unfinished]
+    note = ("\nbarrier_s is a lower bound where ranks are unfinished:\n  " + "\n  ".join(hung)
+            if hung else "")
+    return table + f"\n{len(findings.stalls)} stall(s); attribution: {how}" + note
+
+
+def _unfinished_cell(n_unfinished: int, timed_out: bool) -> str:
+    """``2 timed out``, ``2 open`` or empty: the stall table's unfinished ranks."""
+    if n_unfinished == 0:
+        return ""
+    return f"{n_unfinished} {'timed out' if timed_out else 'open'}"
 
 
 def _unknown_job(lake: Path, job: str) -> str | None:
@@ -139,12 +154,16 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(rec, indent=2, default=str))
         return 0
+    bound = ">= " if rec["barrier_is_lower_bound"] else ""
+    ranks = ("no rank finished" if rec["p50_s"] is None else
+             f"rank p50 {rec['p50_s']:.1f} s, p99 {rec['p99_s']:.1f} s")
     lines = [
         f"stall {rec['job_id']} step {rec['step']} ({rec['tier']} tier), "
         f"{rec['start_ts']} -> {rec['end_ts']}",
-        f"  barrier {rec['barrier_s']:.1f} s = x{rec['ratio_to_baseline']:.1f} the job's "
-        f"rolling median {rec['baseline_s']:.1f} s; rank p50 {rec['p50_s']:.1f} s, "
-        f"p99 {rec['p99_s']:.1f} s; {rec['n_slow']} of {rec['n_ranks']} ranks slow",
+        f"  barrier {bound}{rec['barrier_s']:.1f} s = x{rec['ratio_to_baseline']:.1f} the "
+        f"job's rolling median {rec['baseline_s']:.1f} s; {ranks}; {rec['n_slow']} of "
+        f"{rec['n_ranks'] + rec['n_unfinished']} ranks slow",
+        *([f"  {rec['never_finished']}"] if rec["never_finished"] else []),
         f"  attribution: {'rules + model' if with_model else 'rules only'}",
     ]
     for i, c in enumerate(rec["causes"], start=1):

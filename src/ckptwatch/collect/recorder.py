@@ -322,7 +322,9 @@ class CheckpointRecorder:
     ``path`` is a directory (per-day files ``<job_id>-<node>-<date>.jsonl`` inside) or a file
     ending in ``.jsonl``. ``job_id``, ``rank`` and ``node`` default to the launcher's environment
     (``default_job_id``, ``default_rank``, ``default_node``). ``flush_every`` records are
-    buffered before an append (1 = every record is durable when its checkpoint ends).
+    buffered before an append (1 = every record is durable when its checkpoint ends). Keep 1
+    where ``ckptwatch watch`` follows the files: a finished record held in the buffer until
+    the next checkpoint's start marker flushes it looks, to the watcher, like a rank still open.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, job_id: str | None = None,

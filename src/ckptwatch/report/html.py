@@ -123,7 +123,9 @@ def _jobs_html(r: Mapping[str, Any]) -> str:
             f'<p class="small">barrier over the day\'s {job["n_checkpoints"]} checkpoints: '
             f'p50 {_s(job["barrier_p50_s"])} s · p99 {_s(job["barrier_p99_s"])} s · max '
             f'{_s(job["barrier_max_s"])} s (step {job["worst_step"]}) · '
-            f'{job["n_stalls"]} stall(s){hr}</p>'
+            f'{job["n_stalls"]} stall(s)'
+            + (f', {job["n_timed_out"]} timed out' if job.get("n_timed_out") else "")
+            + f'{hr}</p>'
             f'<img alt="barrier time of {_e(job["job_id"])}" src="{png_base64(fig)}"></div>')
     return "".join(parts)
 
@@ -133,13 +135,15 @@ def _stalls_html(r: Mapping[str, Any]) -> str:
         return '<p class="panel">No stalls on this day.</p>'
     rows = []
     for s in r["stalls"]:
-        ev = "".join(f"<li>{_e(line)}</li>" for line in s["evidence"][:3])
+        hung = ([s["never_finished"]] if s.get("never_finished") else [])
+        ev = "".join(f"<li>{_e(line)}</li>" for line in [*hung, *s["evidence"][:3]])
+        bound = "≥ " if s.get("barrier_is_lower_bound") else ""
         others = [c for c in s["causes"][1:] if c["supported"]]
         more = ("" if not others else '<div class="small">also: ' + ", ".join(
             f'{_e(c["cause"])} {c["score"]:.2f}' for c in others) + "</div>")
         rows.append([
             _e(s["job_id"]), str(s["step"]), _time(s["start_ts"]),
-            f'{_s(s["barrier_s"])} s', f'{_s(s["baseline_s"])} s',
+            f'{bound}{_s(s["barrier_s"])} s', f'{_s(s["baseline_s"])} s',
             f'×{_s(s["ratio_to_baseline"])}', f'{s["n_slow"]}/{s["n_ranks"]}',
             _cause_badge(s["cause"], s["score"]),
             f'<ul class="ev">{ev}</ul>{more}<code>{_e(s["postmortem"])}</code>'])

@@ -64,6 +64,11 @@ def _time_axis(ax: Axes) -> None:
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=UTC))
 
 
+def _nan(value: float | None) -> float:
+    """``value``, or NaN for a missing one (matplotlib leaves a gap)."""
+    return float("nan") if value is None else float(value)
+
+
 def _ts(values: Sequence[Any]) -> Any:
     """Matplotlib date numbers of datetimes or ISO-8601 strings."""
     import matplotlib.dates as mdates
@@ -104,9 +109,10 @@ def barrier_figure(job: Mapping[str, Any]) -> Figure:
     barrier = [c["barrier_s"] for c in cps]
     ax.plot(t, [c["baseline_s"] for c in cps], color="#9a9a9a", lw=1, ls="--",
             label="job's rolling median (stall baseline)")
-    ax.plot(t, [c["p50_s"] for c in cps], color="#9ecae9", lw=1.2, marker=".", ms=3,
+    # A checkpoint no rank finished has no rank quantiles: a gap in those lines.
+    ax.plot(t, [_nan(c["p50_s"]) for c in cps], color="#9ecae9", lw=1.2, marker=".", ms=3,
             label="rank p50")
-    ax.plot(t, [c["p99_s"] for c in cps], color="#4c78a8", lw=1.2, marker=".", ms=3,
+    ax.plot(t, [_nan(c["p99_s"]) for c in cps], color="#4c78a8", lw=1.2, marker=".", ms=3,
             label="rank p99")
     ax.plot(t, barrier, color="#1f2d3d", lw=1.6, marker="o", ms=3.5,
             label="barrier (slowest rank)")

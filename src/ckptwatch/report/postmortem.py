@@ -83,7 +83,8 @@ class StallCase:
 
     @property
     def end_ts(self) -> datetime:
-        """When its last rank finished (start + barrier time)."""
+        """When its last rank finished (start + barrier time); with unfinished ranks, where the
+        known window ends (the timeout, or the end of the data)."""
         return datetime.fromisoformat(str(self.report["end_ts"]))
 
     @property
@@ -144,16 +145,20 @@ def headline(case: StallCase) -> str:
     """A Markdown paragraph: what stalled, how badly, and the top cause."""
     r = case.report
     top = r["causes"][0]
+    bound = "≥ " if r["barrier_is_lower_bound"] else ""
+    ranks = ("no rank finished" if r["p50_s"] is None else
+             f"rank p50 {r['p50_s']:.1f} s, p99 {r['p99_s']:.1f} s")
     lines = [
-        f"### {case.title}: {r['barrier_s']:.1f} s barrier, x{r['ratio_to_baseline']:.1f} "
-        f"the job's normal {r['baseline_s']:.1f} s",
+        f"### {case.title}: {bound}{r['barrier_s']:.1f} s barrier, "
+        f"x{r['ratio_to_baseline']:.1f} the job's normal {r['baseline_s']:.1f} s",
         "",
         f"- window: {case.start_ts:%Y-%m-%d %H:%M:%S} → {case.end_ts:%H:%M:%S} UTC; "
-        f"rank p50 {r['p50_s']:.1f} s, p99 {r['p99_s']:.1f} s; "
-        f"**{r['n_slow']} of {r['n_ranks']} ranks slow**",
-        f"- top cause: **{top['cause']}** (score {top['score']:.2f}; attribution: "
-        f"{'rules + model' if case.with_model else 'rules only'})",
+        f"{ranks}; **{r['n_slow']} of {r['n_ranks'] + r['n_unfinished']} ranks slow**",
     ]
+    if r["never_finished"]:
+        lines.append(f"- **{r['never_finished']}**")
+    lines.append(f"- top cause: **{top['cause']}** (score {top['score']:.2f}; attribution: "
+                 f"{'rules + model' if case.with_model else 'rules only'})")
     lines += [f"  - {ev}" for ev in top["evidence"][:4]]
     return "\n".join(lines)
 
