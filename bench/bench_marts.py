@@ -110,9 +110,9 @@ def generate_checkpoints(lake: Lake, seed: int = 7) -> int:
         "job_id": [JOB], "n_ranks": pa.array([N_RANKS], type=pa.int32()),
         "checkpoint_timeout_s": [300.0], "checkpoint_interval_s": [86.4],
         "step_time_s": [0.864], "gpus_per_node": pa.array([RANKS_PER_NODE], type=pa.int32()),
-        "source_file": ["jobs/bench.csv"],
+        "tier": ["pool"], "source_file": ["jobs/bench.csv"],
         "ingested_ts": pa.array([DAY_US + 86_400_000_000], type=ts),
-    }).cast(JOBS.schema)
+    }).select(JOBS.schema.names).cast(JOBS.schema)
     jobs_dir = lake.table_dir(JOBS.name) / f"date={DAY:%Y-%m-%d}"
     jobs_dir.mkdir(parents=True, exist_ok=True)
     pq.write_table(jobs, jobs_dir / "part-bench.parquet", compression="zstd")

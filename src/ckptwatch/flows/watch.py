@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from ckptwatch.live.watch import WatchOptions, Watcher
+from ckptwatch.live.watch import Watcher, WatchOptions
 from ckptwatch.safetext import escape_controls
 from ckptwatch.settings import load_settings
 
