@@ -319,8 +319,10 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=6.0, help="replay length (default 6)")
     ap.add_argument("--interval", type=float, default=10.0, help="the watcher's --interval")
     ap.add_argument("--nodes", type=int, default=512, help="nodes, 8 ranks each (default 512)")
-    ap.add_argument("--timeout", type=float, default=45.0,
-                    help="checkpoint_timeout_s of the job (default 45)")
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="checkpoint_timeout_s of the job (default 60: its warning and "
+                    "critical levels, 42 and 54 s, are more than one 10 s interval apart, so "
+                    "each is seen on its own)")
     ap.add_argument("--median", type=float, default=20.0,
                     help="median rank duration, s (default 20; capped at 0.6 x timeout)")
     ap.add_argument("--hang", type=int, default=3,
