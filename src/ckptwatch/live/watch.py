@@ -19,8 +19,9 @@ once, as it does without a watcher. Its own state (file offsets, open checkpoint
 checkpoints completed live) is ``LAKE/_state/watch.json``, written atomically after each scan:
 a restart resumes where it stopped and re-sends nothing. One watcher per lake
 (``LAKE/.watch.lock``). The lake's window, the jobs and the topology are read again every
-``refresh_s``; the jobs files of ``RAW_DIR/jobs/`` are read at every refresh too, so a new
-job's timeout is known before the nightly ingest.
+``refresh_s``; the jobs files of ``RAW_DIR/jobs/`` and ``RAW_DIR/topology.csv`` are read at
+every refresh too, so a new job's timeout and a node's leaf switch are known before the
+nightly ingest.
 """
 
 from __future__ import annotations
@@ -283,6 +284,11 @@ class Watcher:
         self._jobs(pl.DataFrame(jobs, schema=JOBS_SCHEMA, orient="row"))
         self._jobs(self._raw_jobs())
         self.leaves = {str(n): str(leaf) for n, leaf in topo}
+        raw_topology = self._raw_frames("topology", [self.raw_dir / "topology.csv",
+                                                     *self._under("topology")])
+        if raw_topology is not None:
+            for node, leaf in raw_topology.select("node", "leaf_switch").iter_rows():
+                self.leaves.setdefault(str(node), str(leaf))
 
     def _jobs(self, jobs: pl.DataFrame) -> None:
         for job_id, n, timeout in jobs.select("job_id", "n_ranks",
@@ -292,22 +298,27 @@ class Watcher:
             if n is not None and n > 0:
                 self.n_ranks[str(job_id)] = int(n)
 
-    def _raw_jobs(self) -> pl.DataFrame:
-        """The jobs files of ``RAW_DIR/jobs/``, read as the ingest reads them."""
+    def _under(self, place: str) -> list[Path]:
+        root = self.raw_dir / place
+        return sorted(root.rglob("*")) if root.is_dir() else []
+
+    def _raw_frames(self, table: str, paths: list[Path]) -> pl.DataFrame | None:
+        """The rows of ``table`` in these raw files, read as the ingest reads them."""
         from ckptwatch.ingest.discover import classify
         from ckptwatch.ingest.read import parse_file
 
         frames = []
-        root = self.raw_dir / "jobs"
-        for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        for path in paths:
             if not path.is_file() or path.is_symlink():
                 continue
             parsed = parse_file(classify(path, path.relative_to(self.raw_dir).as_posix()))
-            frames += parsed.parsed.frames.get("jobs", [])
-        if not frames:
-            return pl.DataFrame(schema={"job_id": pl.String, "n_ranks": pl.Int64,
-                                        "checkpoint_timeout_s": pl.Float64})
-        return pl.concat(frames, how="diagonal_relaxed")
+            frames += parsed.parsed.frames.get(table, [])
+        return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+    def _raw_jobs(self) -> pl.DataFrame:
+        """The jobs files of ``RAW_DIR/jobs/``: a new job's timeout before the nightly ingest."""
+        jobs = self._raw_frames("jobs", self._under("jobs"))
+        return pl.DataFrame(schema=JOBS_SCHEMA) if jobs is None else jobs
 
     # -- one scan ---------------------------------------------------------------------
     def scan(self) -> ScanReport:
