@@ -40,9 +40,10 @@ system-deps:
 		|| echo "warning: could not install$$missing; the tests that need it will say so"; \
 	else echo "note:$$missing not installed (not root); the tests that need it will say so"; fi
 
-# The whole suite, tests/test_wheel.py (the wheel check below) included.
+# The whole suite, tests/test_wheel.py (the wheel check below) included, on two workers
+# (pytest-xdist; a test file stays on one worker, so its session fixtures are built once).
 test: $(STAMP) system-deps
-	PREFECT_HOME=$(CURDIR)/.prefect $(BIN)/python -m pytest -q
+	PREFECT_HOME=$(CURDIR)/.prefect $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The wheel on its own (tests/test_wheel.py): the sdist built from the checkout and the wheel
 # from the sdist (compared file for file with the build's tree), installed with --no-deps into

@@ -23,7 +23,7 @@ def test_watch_flow_runs_for_its_minutes_and_saves_its_state(tmp_path: Path,
     config = tmp_path / "c.toml"
     config.write_text("[sinks]\nstdout = false\n")
     began = time.monotonic()
-    counts = watch_flow(str(raw), str(lake), minutes=0.03, interval_s=0.5, config=str(config))
+    counts = watch_flow(str(raw), str(lake), minutes=0.15, interval_s=0.5, config=str(config))
     assert counts["scans"] >= 2 and counts["sink_failures"] == 0
     assert time.monotonic() - began < 60
     state = json.loads(state_path(lake).read_text())
