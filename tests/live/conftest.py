@@ -47,7 +47,7 @@ def watcher_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watcher
     raw = root / "raw"
     (raw / "checkpoints").mkdir(parents=True)
     (raw / "jobs").mkdir()
-    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nlive-job,4,600\n")
+    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nlive-job,4,86400\n")
     now = time.time()
     lines = []
     for rank in range(4):
@@ -66,7 +66,7 @@ def watcher_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watcher
          str(port), "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "HOME": str(root)})
     try:
-        yield WatcherTarget(f"127.0.0.1:{port}", "live-job", 2, 600.0, proc)
+        yield WatcherTarget(f"127.0.0.1:{port}", "live-job", 2, 86400.0, proc)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

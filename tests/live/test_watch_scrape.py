@@ -12,7 +12,9 @@ def test_prometheus_reads_the_watchers_in_flight_checkpoint(
     sel = f'{{instance="{w.address}",job_id="{w.job_id}",tier="pool"}}'
     (age,) = prometheus.wait_for(f"ckptwatch_checkpoint_inflight_seconds{sel}",
                                  lambda r: len(r) == 1 and float(r[0]["value"][1]) > 0)
-    assert 0 < float(age["value"][1]) < 300
+    # the session's watcher started with the first test that needed Prometheus: its open
+    # checkpoint is as old as the session, well inside the day-long timeout
+    assert 0 < float(age["value"][1]) < 3600
     (unfinished,) = prometheus.query(f"ckptwatch_checkpoint_unfinished_ranks{sel}")
     assert float(unfinished["value"][1]) == w.open_ranks
     (timeout,) = prometheus.query(f"ckptwatch_checkpoint_timeout_seconds{sel}")
