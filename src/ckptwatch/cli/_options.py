@@ -25,3 +25,14 @@ def add_verbose(p: argparse.ArgumentParser) -> None:
     from ckptwatch.flows.local_prefect import VERBOSE_HELP
 
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type``: a number above 0 (seconds, intervals)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value

@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from ckptwatch.cli._options import positive_float
+
 TOOL_NAMES = ("smartctl", "nvme", "ethtool", "sysfs")
 
 
@@ -20,16 +22,6 @@ def _tools(text: str) -> tuple[str, ...]:
             f"unknown tool(s) {', '.join(unknown) or '(none given)'}; choose from "
             f"{','.join(TOOL_NAMES)}")
     return tuple(names)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "docs/collecting.md for the systemd timer and the cron line.")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="raw directory to append to (smart/ and fabric/ are created in it)")
-    p.add_argument("--interval", type=_positive, default=60.0, metavar="SECONDS",
+    p.add_argument("--interval", type=positive_float, default=60.0, metavar="SECONDS",
                    help="seconds between rounds, aligned to multiples of it (default: "
                    "%(default)s; ignored with --once)")
     p.add_argument("--once", action="store_true",
@@ -59,7 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "(default: %(default)s)")
     p.add_argument("--tools", type=_tools, default=TOOL_NAMES, metavar="LIST",
                    help="comma-separated subset of smartctl,nvme,ethtool,sysfs (default: all)")
-    p.add_argument("--timeout", type=_positive, default=20.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_float, default=20.0, metavar="SECONDS",
                    help="timeout of each tool call (default: %(default)s)")
     p.set_defaults(func=run)
 

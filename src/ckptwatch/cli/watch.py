@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from ckptwatch.cli._options import positive_float
 from ckptwatch.settings import default_lake
 
 DEFAULT_METRICS_PORT = 9464
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
                    help="settings file (TOML; default: env CKPTWATCH_CONFIG, else built-in "
                    "defaults): [alerts] levels, [sinks]; see examples/ckptwatch.toml")
-    p.add_argument("--interval", type=_positive, default=10.0, metavar="S",
+    p.add_argument("--interval", type=positive_float, default=10.0, metavar="S",
                    help="seconds between scans; an alert arrives within one interval of its "
                    "level being crossed (default: %(default)s)")
     out = p.add_mutually_exclusive_group()
@@ -58,16 +59,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--quiet", action="store_true",
                    help="warnings only (default: also one line per alert sent)")
     p.set_defaults(func=run)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
 
 
 class _Formatter(logging.Formatter):
