@@ -323,3 +323,20 @@ def test_cli_sends_to_alertmanager(alertmanager: str, tmp_path: Path,
     assert got["annotations"]["headroom_s"] == "20.0"
     assert got["annotations"] == sent["annotations"]
     assert AM_PASSWORD not in out + err
+
+
+def test_an_open_checkpoint_renders_its_time_left_or_past_and_its_evidence() -> None:
+    from ckptwatch.alerts.sinks import render_alert
+
+    base = {"labels": {"severity": "critical", "alertname": "CheckpointTailNearTimeout",
+                       "job_id": "j", "tier": "pool"},
+            "annotations": {"summary": "s", "inflight_s": "63.2", "timeout_s": "60.0",
+                            "remaining_s": "-3.2", "ranks_started": "8", "ranks_finished": "6",
+                            "ranks_open": "2", "evidence": "fabric_pause (score 0.75): x"}}
+    text = render_alert(base)
+    assert "3.2 s past it" in text and "-3.2" not in text
+    assert "live evidence: fabric_pause (score 0.75): x" in text
+    base["annotations"] = {**base["annotations"], "remaining_s": "5.0"}
+    base["annotations"].pop("evidence")
+    text = render_alert(base)
+    assert "5.0 s left" in text and "live evidence" not in text

@@ -47,7 +47,8 @@ def watcher_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watcher
     raw = root / "raw"
     (raw / "checkpoints").mkdir(parents=True)
     (raw / "jobs").mkdir()
-    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nlive-job,4,86400\n")
+    (raw / "jobs" / "jobs.csv").write_text(
+        "job_id,n_ranks,checkpoint_timeout_s\nlive-job,4,86400\n")
     now = time.time()
     lines = []
     for rank in range(4):

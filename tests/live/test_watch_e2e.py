@@ -51,6 +51,20 @@ def _append(path: Path, lines: list[str]) -> None:
         fh.write("".join(f"{ln}\n" for ln in lines))
 
 
+def _pause_counters(fabric: Path, *, storm_on: str, storm_from: float) -> None:
+    """rx_prio3_pause of both nodes every 10 s, an hour back and three minutes ahead: 2
+    frames/s, and 20 k/s on ``storm_on`` from ``storm_from``."""
+    fabric.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    for node in sorted(set(NODES.values())):
+        lines, total = ["ts,node,device,port,counter,value"], 0.0
+        for i in range(-360, 19):
+            at = now + 10 * i
+            total += 10 * (20000.0 if node == storm_on and at >= storm_from else 2.0)
+            lines.append(f"{iso_time(at)},{node},mlx5_0,1,rx_prio3_pause,{total}")
+        (fabric / f"{node}.csv").write_text("\n".join(lines) + "\n")
+
+
 def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=300,
                           check=False)
@@ -93,6 +107,9 @@ def test_watch_warns_then_goes_critical_before_the_timeout(tmp_path: Path,
     _append(raw / "checkpoints" / "history.jsonl", history)
     done = _run("ingest", str(raw), "--lake", str(lake), env=env)
     assert done.returncode == 0, done.stderr
+    # Fabric telemetry arriving in the raw directory (not yet ingested): a pause storm on
+    # node-b, the open ranks' node, from the hung checkpoint's start on.
+    _pause_counters(raw / "fabric", storm_on="node-b", storm_from=time.time() + 2)
 
     watcher = subprocess.Popen([CLI, "watch", str(raw), "--lake", str(lake), "--interval", "2"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -130,6 +147,9 @@ def test_watch_warns_then_goes_critical_before_the_timeout(tmp_path: Path,
         assert "node-b" in ann["summary"] and "leaf02" in ann["summary"], ann
         assert ann["ranks_open"] == "2" and ann["step"] == "1100", ann
         assert "ranks 5, 6" in ann["open_ranks"], ann
+        # Live evidence of the cause, by the attribution rules, from the raw telemetry.
+        assert ann.get("evidence", "").startswith("fabric_pause (score "), ann
+        assert "(node-b)" in ann["evidence"], ann
     # The warning was resolved when the critical replaced it (one alert per job and tier).
     resolved = [a for _, a in received if a["status"] == "resolved"]
     assert [a["labels"]["severity"] for a in resolved] == ["warning"], resolved

@@ -66,8 +66,10 @@ def render_alert(alert: Mapping[str, Any]) -> str:
             f"job_id={labels.get('job_id', '?')} tier={labels.get('tier', '?')}")
     lines = [head, f"  {ann.get('summary', '')}"]
     if "inflight_s" in ann:  # an open checkpoint (ckptwatch watch)
+        left = str(ann.get("remaining_s", "?"))
+        left = f"{left.removeprefix('-')} s past it" if left.startswith("-") else f"{left} s left"
         lines.append(f"  open {ann['inflight_s']} s | timeout {ann.get('timeout_s', '?')} s | "
-                     f"{ann.get('remaining_s', '?')} s left | ranks started "
+                     f"{left} | ranks started "
                      f"{ann.get('ranks_started', '?')}, finished {ann.get('ranks_finished', '?')}"
                      f", open {ann.get('ranks_open', '?')}")
         if ann.get("evidence"):

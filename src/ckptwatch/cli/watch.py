@@ -56,6 +56,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-send", dest="send", action="store_false",
                    help="follow and publish metrics, but send no alerts and leave the alert "
                    "state alone")
+    p.add_argument("--no-evidence", dest="evidence", action="store_false",
+                   help="do not attribute open checkpoints live (default: from half the "
+                   "warning level on, the alert carries the top cause and its numbers from "
+                   "the lake's and the raw directory's telemetry)")
     p.add_argument("--quiet", action="store_true",
                    help="warnings only (default: also one line per alert sent)")
     p.set_defaults(func=run)
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     options = WatchOptions(interval_s=args.interval, metrics_file=args.metrics_file,
                            metrics_port=args.metrics_port, metrics_host=args.metrics_host,
-                           send=args.send)
+                           send=args.send, evidence=args.evidence)
     watcher = Watcher(args.raw_dir, args.lake, settings, options)
     stop = threading.Event()
 

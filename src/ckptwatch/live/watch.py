@@ -33,9 +33,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from multiprocessing import get_context
 from pathlib import Path
@@ -50,6 +50,7 @@ from ckptwatch.alerts.sinks import Sink, build_sinks
 from ckptwatch.errors import CkptwatchError, LakeError
 from ckptwatch.lake.schema import CHECKPOINT_STARTS, CHECKPOINT_WRITES
 from ckptwatch.lake.store import Lake, atomic_write_bytes
+from ckptwatch.live.evidence import EvidenceRequest, RankState, live_evidence
 from ckptwatch.live.follow import Chunk, Cursor, Follower, parse_chunk
 from ckptwatch.live.metrics import MetricsServer, WatchMetrics, write_textfile
 from ckptwatch.live.tracker import Completed, Tracker
@@ -84,6 +85,13 @@ class WatchOptions:
     #: Bytes read per file per scan (a backlog is caught up over several scans).
     max_bytes_per_scan: int = 8 << 20
     send: bool = True
+    #: Attribute an open checkpoint live (:mod:`ckptwatch.live.evidence`): first when its age
+    #: reaches ``evidence_at`` x its warning level (so that the warning carries it), again at
+    #: each level it crosses.
+    evidence: bool = True
+    evidence_at: float = 0.5
+    #: Raw telemetry files read for one evidence, at most (newest first).
+    evidence_max_bytes: int = 256 << 20
 
 
 @dataclass
@@ -188,6 +196,13 @@ class Watcher:
         self._lock_cm: contextlib.ExitStack | None = None
         #: Something the state holds changed since it was last saved.
         self._dirty = False
+        #: (job, tier, step) -> the live evidence line of an open checkpoint, and the stage
+        #: (0 early, 1 warning, 2 critical) it was last asked at.
+        self._evidence: dict[tuple[str, str, int], str] = {}
+        self._asked: dict[tuple[str, str, int], int] = {}
+        self._pending: tuple[tuple[str, str, int], Future[str | None]] | None = None
+        #: Wait for an evidence asked for in this scan (``--once``: there is no next scan).
+        self._wait_evidence = False
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -220,6 +235,7 @@ class Watcher:
     def run(self, stop: threading.Event, *, once: bool = False) -> int:
         """Scan every interval until ``stop`` is set (or once); returns the exit code."""
         failures = 0
+        self._wait_evidence = once
         while True:
             began = time.monotonic()
             report = self.scan()
@@ -350,6 +366,8 @@ class Watcher:
         report.inflight = assess_inflight(self.tracker.open_checkpoints(self.leaves),
                                           self.timeouts, self.n_ranks, self.settings.alerts,
                                           now_s=now_s)
+        if self.options.evidence:
+            self._attach_evidence(report, now_s)
         self._publish(report, now_s)
         if self.options.send:
             report.alerts = self._alert(report, now)
@@ -395,6 +413,82 @@ class Watcher:
             self.metrics.set_job(job_id, tier, inflight_s=f.age_s if f else 0.0,
                                  timeout_s=self.timeouts.get(job_id),
                                  unfinished_ranks=f.n_open if f else 0)
+
+    # -- live evidence ------------------------------------------------------------------
+    def _attach_evidence(self, report: ScanReport, now_s: float) -> None:
+        """Collect a finished evidence, ask for one where a checkpoint reached a new stage
+        (one at a time, in a child process: the scan never waits for it), and put what is
+        known into the in-flight assessments."""
+        self._collect_evidence(wait=False)
+        open_keys = {(f.job_id, f.tier, f.step) for f in report.inflight.values()}
+        for key in [k for k in self._asked if k not in open_keys]:
+            self._asked.pop(key, None)
+            self._evidence.pop(key, None)
+        for f in sorted(report.inflight.values(), key=lambda f: -f.age_s):
+            if f.warning_s is None:
+                continue
+            level = f.level
+            stage = (2 if level == "critical" else 1 if level == "warning"
+                     else 0 if f.age_s >= self.options.evidence_at * f.warning_s else None)
+            key = (f.job_id, f.tier, f.step)
+            if stage is None or self._asked.get(key, -1) >= stage or self._pending is not None:
+                continue
+            request = self._evidence_request(key, now_s)
+            if request is None:
+                continue
+            self._asked[key] = stage
+            pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+            try:
+                self._pending = (key, pool.submit(
+                    live_evidence, str(self.lake_root), str(self.raw_dir), request,
+                    max_bytes=self.options.evidence_max_bytes))
+            finally:
+                pool.shutdown(wait=False)
+            if self._wait_evidence:
+                self._collect_evidence(wait=True)
+        for k, f in list(report.inflight.items()):
+            text = self._evidence.get((f.job_id, f.tier, f.step))
+            if text:
+                report.inflight[k] = replace(f, evidence=text)
+
+    def _collect_evidence(self, *, wait: bool) -> None:
+        if self._pending is None or not (wait or self._pending[1].done()):
+            return
+        key, future = self._pending
+        self._pending = None
+        try:
+            text = future.result()
+        except (CkptwatchError, OSError, BrokenProcessPool) as exc:
+            log.warning("no live evidence for step %d of job %s: %s", key[2],
+                        escape_controls(key[0]), escape_controls(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 - the child's error must not stop the watcher
+            log.warning("no live evidence for step %d of job %s: %s: %s", key[2],
+                        escape_controls(key[0]), type(exc).__name__,
+                        escape_controls(str(exc)))
+            return
+        if text and text != self._evidence.get(key):
+            log.info("live evidence for step %d of job %s: %s", key[2], escape_controls(key[0]),
+                     escape_controls(text))
+            self._evidence[key] = text
+
+    def _evidence_request(self, key: tuple[str, str, int], now_s: float
+                          ) -> EvidenceRequest | None:
+        job_id, tier, step = key
+        ck = self.tracker.tracked.get((job_id, step))
+        if ck is None or not ck.started:
+            return None
+        ranks = []
+        for rank in sorted(set(ck.started) | set(ck.finished)):
+            node, target, start = ck.started.get(rank, (None, None, None))
+            done = ck.finished.get(rank)
+            ranks.append(RankState(rank, node, target, start,
+                                   None if done is None else done[0]))
+        past = self._checkpoints().filter((pl.col("job_id") == job_id)
+                                          & (pl.col("tier") == tier))["barrier_s"]
+        baseline = float(past.median()) if past.len() else None  # type: ignore[arg-type]
+        return EvidenceRequest(job_id, tier, step, ck.first_start_s, now_s, tuple(ranks),
+                               baseline)
 
     def _checkpoints(self) -> pl.DataFrame:
         """The lake's window plus the checkpoints completed live (live wins for a step)."""
