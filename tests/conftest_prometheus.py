@@ -3,7 +3,8 @@
 :func:`start_prometheus` runs one on a free loopback port, its TSDB in a temp dir, scraping one
 target (``host:port``) every second with ckptwatch's rules loaded; it is killed at the end and
 its log, kept in a file, is shown when it fails. The session fixtures are in
-tests/live/conftest.py.
+tests/live/conftest.py. :func:`start_prometheus_over` serves TSDB blocks that :func:`backfill`
+wrote (``promtool``) and scrapes nothing (the ``ckptwatch pull prometheus`` tests).
 """
 
 from __future__ import annotations
@@ -99,14 +100,44 @@ def prometheus_config(target: str | Sequence[str], rules: Path | None = None) ->
 def start_prometheus(workdir: Path, target: str | Sequence[str],
                      rules: Path | None = RULES) -> Iterator[Prometheus]:
     """Debian's Prometheus on a free loopback port, scraping ``target`` (host:port) every second."""
-    binary = require_binary("prometheus")
     (workdir / "prometheus.yml").write_text(prometheus_config(target, rules))
+    with _serve(workdir, workdir / "tsdb") as server:
+        yield server
+
+
+@contextlib.contextmanager
+def start_prometheus_over(workdir: Path, tsdb: Path) -> Iterator[Prometheus]:
+    """Debian's Prometheus on a free loopback port over the TSDB blocks in ``tsdb`` (made by
+    :func:`backfill`), scraping nothing. Retention is 100 years: blocks of old timestamps are
+    not deleted at start-up."""
+    (workdir / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n")
+    with _serve(workdir, tsdb, "--storage.tsdb.retention.time=100y") as server:
+        yield server
+
+
+def backfill(openmetrics: str, tsdb: Path) -> None:
+    """Write TSDB blocks from OpenMetrics text (``promtool tsdb create-blocks-from
+    openmetrics``; samples grouped by family, timestamps in seconds, ending ``# EOF``)."""
+    promtool = require_binary("promtool")
+    tsdb.mkdir(parents=True, exist_ok=True)
+    source = tsdb.parent / f"{tsdb.name}.om"
+    source.write_text(openmetrics)
+    done = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(source),
+                           str(tsdb)], capture_output=True, text=True, check=False)
+    if done.returncode:
+        pytest.fail(f"promtool could not backfill {source}:\n{done.stdout}\n{done.stderr}")
+
+
+@contextlib.contextmanager
+def _serve(workdir: Path, tsdb: Path, *extra: str) -> Iterator[Prometheus]:
+    """Run Prometheus with ``workdir/prometheus.yml`` over ``tsdb`` until the block ends."""
+    binary = require_binary("prometheus")
     port = free_port()
     log_path = workdir / "prometheus.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed after the process ends
     proc = subprocess.Popen(
         [binary, f"--config.file={workdir / 'prometheus.yml'}",
-         f"--storage.tsdb.path={workdir / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+         f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}", *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = Prometheus(f"http://127.0.0.1:{port}", log_path)
     try:

@@ -95,3 +95,7 @@ class UsageError(CkptwatchError):
 
 class PrefectStartError(CkptwatchError):
     """Prefect's local server, or its home directory, could not be set up for a flow command."""
+
+
+class PullError(CkptwatchError):
+    """Prometheus could not be read: unreachable, an HTTP error, a refused or too large query."""

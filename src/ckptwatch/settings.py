@@ -22,6 +22,12 @@ Which file: ``--config FILE`` (passed here as ``path``), else ``$CKPTWATCH_CONFI
     alertmanager_url = "http://127.0.0.1:9093"
     alertmanager_basic_auth_env = "CKPTWATCH_AM_BASIC_AUTH"   # "user:password"
 
+    [prometheus]                  # `ckptwatch pull prometheus`, and the nightly flow's pull
+    url = "http://prometheus:9090"
+    token_env = "CKPTWATCH_PROMETHEUS_TOKEN"    # or basic_auth_env ("user:password")
+    step_s = 15
+    node_map = "nodes.csv"        # instance,node (default: the instance without its :port)
+
 Secrets (tokens, basic auth, a secret-bearing webhook URL) are read from the environment
 variable a ``*_env`` key names — or, discouraged, from a literal key in the file — and are held
 as :class:`Secret`, whose ``repr``/``str`` never show the value. :meth:`Settings.secrets`
@@ -200,12 +206,59 @@ class SinkSettings:
         return f"SinkSettings({', '.join(shown)})"
 
 
+# -- Prometheus as a source (`ckptwatch pull prometheus`) -------------------------------------
+
+#: Environment variables read for the Prometheus server's credentials when the config file
+#: names none (``[prometheus] token_env`` / ``basic_auth_env`` name others).
+PROMETHEUS_TOKEN_ENV = "CKPTWATCH_PROMETHEUS_TOKEN"
+PROMETHEUS_BASIC_AUTH_ENV = "CKPTWATCH_PROMETHEUS_BASIC_AUTH"
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """Reading SMART and fabric history from a Prometheus server's HTTP API."""
+
+    #: Base URL of the server (``http://prometheus:9090``); None: the nightly flow pulls nothing.
+    url: str | None = None
+    #: ``user:password`` for HTTP basic auth.
+    basic_auth: Secret | None = None
+    #: Sent as ``Authorization: Bearer <token>``.
+    token: Secret | None = None
+    #: HTTP timeout per attempt, seconds.
+    timeout_s: float = 30.0
+    #: Retries after a connection error, a timeout, a 5xx or a 429 (as the alert sinks do).
+    retries: int = 1
+    #: Query resolution, seconds. At or below the scrape interval every stored sample is read.
+    step_s: float = 15.0
+    #: Most points (series x steps) one ``query_range`` request may return: the pull's memory
+    #: bound. Prometheus itself refuses more than 11,000 steps per series.
+    max_points_per_query: int = 200_000
+    #: Most points a whole pull may read; a larger pull is refused before any query runs.
+    max_points: int = 50_000_000
+    #: The label that names the host (instance -> node: the value without its ``:port``).
+    node_label: str = "instance"
+    #: CSV file ``instance,node`` mapping label values to node names (a value it does not
+    #: list falls back to the rule above).
+    node_map: Path | None = None
+    #: ``--around-checkpoints``: seconds read before each checkpoint's start and after its end
+    #: (the samples that bracket the window, for counter deltas).
+    around_margin_s: float = 300.0
+    #: The nightly flow pulls the last this many seconds before it ingests.
+    nightly_since_s: float = 26 * 3600.0
+
+    def __repr__(self) -> str:  # the URL may carry credentials: show it as logs would
+        url = display_url(self.url) if self.url else None
+        return (f"PrometheusSettings(url={url!r}, basic_auth={self.basic_auth!r}, "
+                f"token={self.token!r}, step_s={self.step_s!r}, node_map={self.node_map!r})")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every user setting: alerting and sinks, and the file they came from (None: defaults)."""
 
     alerts: AlertSettings = field(default_factory=AlertSettings)
     sinks: SinkSettings = field(default_factory=SinkSettings)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     source: Path | None = None
 
     def secrets(self) -> list[str]:
@@ -223,6 +276,14 @@ class Settings:
                 out += url_secrets(url)
         if s.webhook_url and s.webhook_url_secret:
             out.append(s.webhook_url)
+        p = self.prometheus
+        if p.token is not None:
+            out.append(p.token.reveal())
+        if p.basic_auth is not None:
+            pair = p.basic_auth.reveal()
+            out += [pair, base64.b64encode(pair.encode()).decode(), pair.partition(":")[2]]
+        if p.url:
+            out += url_secrets(p.url)
         return [v for v in out if v]
 
 
@@ -278,11 +339,14 @@ def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
     """Settings from parsed TOML (``base_dir`` resolves relative paths; default: cwd)."""
     env = os.environ if environ is None else environ
     where = str(source) if source else "settings"
-    _check_keys(where, "", data, {"alerts", "sinks"})
+    _check_keys(where, "", data, {"alerts", "sinks", "prometheus"})
     alerts = _alert_settings(where, _table(where, "alerts", data.get("alerts", {})))
     sinks = _sink_settings(where, _table(where, "sinks", data.get("sinks", {})),
                            base_dir or Path.cwd(), env)
-    return Settings(alerts=alerts, sinks=sinks, source=source)
+    prometheus = prometheus_settings(
+        where, _table(where, "prometheus", data.get("prometheus", {})), base_dir or Path.cwd(),
+        env)
+    return Settings(alerts=alerts, sinks=sinks, prometheus=prometheus, source=source)
 
 
 def _table(where: str, name: str, value: Any) -> Mapping[str, Any]:
@@ -374,41 +438,41 @@ def _alert_settings(where: str, data: Mapping[str, Any]) -> AlertSettings:
 
 
 def _secret(where: str, data: Mapping[str, Any], key: str,
-            env: Mapping[str, str]) -> Secret | None:
+            env: Mapping[str, str], table: str = "sinks") -> Secret | None:
     """A secret from ``<key>_env`` (name of an environment variable) or literal ``<key>``."""
     env_key = f"{key}_env"
     if key in data and env_key in data:
-        raise ConfigError(f"{where}: [sinks] set {key} or {env_key}, not both")
+        raise ConfigError(f"{where}: [{table}] set {key} or {env_key}, not both")
     if env_key in data:
         name = data[env_key]
         if not isinstance(name, str) or not name:
-            raise ConfigError(f"{where}: [sinks] {env_key} must name an environment variable")
+            raise ConfigError(f"{where}: [{table}] {env_key} must name an environment variable")
         value = env.get(name)
         if not value:
-            raise ConfigError(f"{where}: [sinks] {env_key} names ${name}, which is not set "
+            raise ConfigError(f"{where}: [{table}] {env_key} names ${name}, which is not set "
                               "(export it, or remove the key)")
         return Secret(value, f"${name}")
     if key in data:
         value = data[key]
         if not isinstance(value, str) or not value:
-            raise ConfigError(f"{where}: [sinks] {key} must be a non-empty string")
-        log.warning("%s: [sinks] %s is a literal secret in the config file; prefer %s "
-                    "naming an environment variable", where, key, env_key)
-        return Secret(value, f"{where} [sinks] {key}")
+            raise ConfigError(f"{where}: [{table}] {key} must be a non-empty string")
+        log.warning("%s: [%s] %s is a literal secret in the config file; prefer %s "
+                    "naming an environment variable", where, table, key, env_key)
+        return Secret(value, f"{where} [{table}] {key}")
     return None
 
 
-def _url(where: str, key: str, value: Any) -> str:
+def _url(where: str, key: str, value: Any, table: str = "sinks") -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: [sinks] {key} must be a string URL")
+        raise ConfigError(f"{where}: [{table}] {key} must be a string URL")
     parts = urlsplit(value)
     try:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise ConfigError(f"{where}: [sinks] {key} has an invalid port") from None
+        raise ConfigError(f"{where}: [{table}] {key} has an invalid port") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         got = f"scheme {parts.scheme!r}" if parts.hostname else "no host"
-        raise ConfigError(f"{where}: [sinks] {key} must be an http:// or https:// URL "
+        raise ConfigError(f"{where}: [{table}] {key} must be an http:// or https:// URL "
                           f"(got {got})")
     return value
 
@@ -449,6 +513,61 @@ def _sink_settings(where: str, data: Mapping[str, Any], base_dir: Path,
         values["timeout_s"] = float(_number(where, "sinks", "timeout_s", data["timeout_s"],
                                             lo=0, lo_open=True))
     return SinkSettings(**values)
+
+
+_PROMETHEUS_KEYS = {"url", "basic_auth", "basic_auth_env", "token", "token_env", "timeout_s",
+                    "retries", "step_s", "max_points_per_query", "max_points", "node_label",
+                    "node_map", "around_margin_s", "nightly_since_s"}
+
+
+def prometheus_settings(where: str, data: Mapping[str, Any], base_dir: Path,
+                        environ: Mapping[str, str] | None = None) -> PrometheusSettings:
+    """The ``[prometheus]`` table (``base_dir`` resolves ``node_map``). Without ``token*`` or
+    ``basic_auth*`` keys, ``$CKPTWATCH_PROMETHEUS_TOKEN`` / ``$CKPTWATCH_PROMETHEUS_BASIC_AUTH``
+    are used when set."""
+    env = os.environ if environ is None else environ
+    table = "prometheus"
+    _check_keys(where, table, data, _PROMETHEUS_KEYS)
+    values: dict[str, Any] = {}
+    if "url" in data:
+        values["url"] = _url(where, "url", data["url"], table)
+    token = _secret(where, data, "token", env, table)
+    auth = _secret(where, data, "basic_auth", env, table)
+    if token is None and auth is None:
+        if env.get(PROMETHEUS_TOKEN_ENV):
+            token = Secret(env[PROMETHEUS_TOKEN_ENV], f"${PROMETHEUS_TOKEN_ENV}")
+        elif env.get(PROMETHEUS_BASIC_AUTH_ENV):
+            auth = Secret(env[PROMETHEUS_BASIC_AUTH_ENV], f"${PROMETHEUS_BASIC_AUTH_ENV}")
+    if token is not None and auth is not None:
+        raise ConfigError(f"{where}: [prometheus] set a bearer token or basic auth, not both")
+    if auth is not None and ":" not in auth.reveal():
+        raise ConfigError(f"{where}: [prometheus] basic_auth ({auth.origin}) must be "
+                          "user:password")
+    values["token"], values["basic_auth"] = token, auth
+    for key in ("timeout_s", "step_s"):
+        if key in data:
+            values[key] = float(_number(where, table, key, data[key], lo=0, lo_open=True))
+    for key in ("around_margin_s", "nightly_since_s"):
+        if key in data:
+            values[key] = float(_number(where, table, key, data[key], lo=0))
+    if "retries" in data:
+        values["retries"] = int(_number(where, table, "retries", data["retries"], lo=0, hi=10,
+                                        integer=True))
+    for key in ("max_points_per_query", "max_points"):
+        if key in data:
+            values[key] = int(_number(where, table, key, data[key], lo=1, integer=True))
+    if "node_label" in data:
+        label = data["node_label"]
+        if not isinstance(label, str) or not label.replace("_", "a").isalnum():
+            raise ConfigError(f"{where}: [prometheus] node_label must be a label name "
+                              f"(got {label!r})")
+        values["node_label"] = label
+    if "node_map" in data:
+        if not isinstance(data["node_map"], str) or not data["node_map"]:
+            raise ConfigError(f"{where}: [prometheus] node_map must be a file path")
+        p = Path(data["node_map"]).expanduser()
+        values["node_map"] = p if p.is_absolute() else base_dir / p
+    return PrometheusSettings(**values)
 
 
 # -- paths and environment ---------------------------------------------------------------

@@ -11,6 +11,12 @@ alerts always go to a JSON Lines file too: ``[sinks] jsonl``, else ``LAKE/report
 
 A failing alert sink never costs the report: the report is written (showing the failure), then
 the flow run fails with one line naming the sink (its alerts stay pending for the next run).
+
+With a ``[prometheus]`` section that sets ``url`` in the settings, the run first pulls the last
+``nightly_since_s`` seconds (default 26 h) of SMART and fabric history from that server into
+the lake (``ckptwatch pull prometheus``; a range pulled before adds nothing), then ingests. A
+server that cannot be read costs neither the ingest nor the report: the run goes on, then fails
+at the end with the pull's one-line error.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +38,7 @@ from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError
 from ckptwatch.flows.ingest import dask_runner, ingest_flow, pop_dask_flag
 from ckptwatch.ingest.run import IngestReport
 from ckptwatch.lake.query import connect, skipped_rows, view_files
+from ckptwatch.pull.prometheus import PullError, PullReport, default_range, pull_prometheus
 from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
 from ckptwatch.report.facts import nightly_days
 from ckptwatch.settings import Settings, duckdb_memory_setting, load_settings, redact
@@ -49,6 +56,18 @@ def _timed(steps: dict[str, float], name: str) -> Iterator[None]:
         yield
     finally:
         steps[name] = round(time.perf_counter() - t0, 1)
+
+
+@task(retries=2, retry_delay_seconds=30, task_run_name="pull prometheus",
+      cache_policy=NO_CACHE)
+def pull_from_prometheus(lake_root: Path, settings: Settings, lock_wait_s: float) -> PullReport:
+    """The last ``[prometheus] nightly_since_s`` seconds from ``[prometheus] url`` (reads a
+    server: retried; a range pulled twice adds nothing)."""
+    p = settings.prometheus
+    assert p.url is not None
+    since, until = default_range(datetime.now(UTC), p.nightly_since_s)
+    return pull_prometheus(p.url, lake_root, p, since=since, until=until,
+                           secrets=settings.secrets(), lock_wait_s=lock_wait_s)
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="build views", cache_policy=NO_CACHE)
@@ -132,6 +151,17 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     # (``prefect.yaml`` parameters, the UI) can set, and the flow run records it.
     run_ingest = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
     steps: dict[str, float] = {}  # seconds per step, in the result and the log
+    pulled: PullReport | None = None
+    pull_error: str | None = None
+    if settings.prometheus.url:
+        with _timed(steps, "pull"):
+            try:
+                pulled = pull_from_prometheus(lake_root, settings, lock_wait_s)
+                logger.info("nightly: pulled %s from %s", pulled.rows or "no new rows",
+                            pulled.url)
+            except CkptwatchError as exc:  # the server: ingest and report anyway, fail below
+                pull_error = redact(str(exc), settings.secrets())
+                logger.warning("nightly: pull failed: %s", pull_error)
     with _timed(steps, "ingest"):
         ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
     # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
@@ -168,6 +198,8 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "latest": str(files.latest_html), "latest_kept": files.latest_kept,
         "steps_s": steps,
         "lake_warnings": lake_warnings,
+        "pulled": pulled.rows if pulled else None,
+        "pull_error": pull_error,
     }
     logger.info("nightly: %d files ingested, %d stalls, %d alerts %s; report %s",
                 result["ingested"], result["stalls"], result["alerts"],
@@ -181,6 +213,9 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         raise AlertsUndeliveredError(
             f"alerts not delivered: {problem} — the report is written ({files.html}); "
             "undelivered alerts stay pending and are retried on the next run", result)
+    if pull_error:
+        raise PullError(f"{pull_error} — the ingest ran and the report is written "
+                        f"({files.html}) without it; the next run pulls the range again")
     return result
 
 
