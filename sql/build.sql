@@ -4,6 +4,7 @@
 -- ckptwatch.lake.query.view_files() (tests/sql/test_marts.py checks it). Regenerate the list with
 --   .venv/bin/python -c "from ckptwatch.lake.query import view_files; [print(f'.read sql/{f.parent.name}/{f.name}') for f in view_files()]"
 .read sql/session.sql
+.read sql/lake/checkpoint_loads.sql
 .read sql/lake/checkpoint_starts.sql
 .read sql/lake/checkpoint_writes.sql
 .read sql/lake/fabric_counters.sql
@@ -12,6 +13,7 @@
 .read sql/lake/pool_metrics.sql
 .read sql/lake/quarantine.sql
 .read sql/lake/topology.sql
+.read sql/staging/stg_checkpoint_loads.sql
 .read sql/staging/stg_checkpoint_starts.sql
 .read sql/staging/stg_checkpoint_writes.sql
 .read sql/staging/stg_fabric_counters.sql
@@ -34,6 +36,7 @@
 .read sql/intermediate/int_signal_samples.sql
 .read sql/marts/checkpoint_latency.sql
 .read sql/marts/postmortem_signals.sql
+.read sql/marts/slow_hosts.sql
 .read sql/marts/counter_windows.sql
 .read sql/marts/job_latency.sql
 .read sql/marts/stragglers.sql

@@ -9,8 +9,8 @@ import pytest
 
 from ckptwatch.lake.schema import ENVELOPE_SOURCES, TABLES, TS
 
-EXPECTED = {"checkpoint_writes", "checkpoint_starts", "jobs", "nvme_smart", "fabric_counters",
-            "pool_metrics", "topology", "quarantine"}
+EXPECTED = {"checkpoint_writes", "checkpoint_starts", "checkpoint_loads", "jobs", "nvme_smart",
+            "fabric_counters", "pool_metrics", "topology", "quarantine"}
 
 
 def test_every_table_of_the_design_is_defined_once() -> None:

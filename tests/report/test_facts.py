@@ -18,7 +18,7 @@ from ckptwatch.settings import Settings
 
 TOP_KEYS = {"report_version", "ckptwatch_version", "generated_at", "date", "window", "lake",
             "attribution", "summary", "jobs", "stalls", "headroom", "headroom_skipped",
-            "alerts", "plans", "data"}
+            "alerts", "plans", "data", "slow_hosts"}
 JOB_KEYS = {"job_id", "tier", "n_ranks", "timeout_s", "warning_s", "critical_s",
             "n_checkpoints", "barrier_p50_s", "barrier_p99_s", "barrier_max_s", "worst_step",
             "n_stalls", "n_timed_out", "checkpoints", "stalls"}

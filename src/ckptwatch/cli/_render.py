@@ -19,7 +19,7 @@ from ckptwatch.safetext import (
     shell_command,
 )
 
-TABLE_ORDER = ("checkpoint_writes", "checkpoint_starts", "jobs", "nvme_smart",
+TABLE_ORDER = ("checkpoint_writes", "checkpoint_starts", "checkpoint_loads", "jobs", "nvme_smart",
                "fabric_counters", "pool_metrics", "topology")
 
 

@@ -340,7 +340,8 @@ def _is_dlio_companion(obj: object, name: str) -> bool:
         return False
     if name == "summary.json" and ("num_accelerators" in obj or "metric" in obj):
         return True
-    return name.endswith("_output.json") and any(str(k).isdigit() for k in obj)
+    return name.endswith("_output.json") and ("hostname" in obj
+                                               or any(str(k).isdigit() for k in obj))
 
 
 def classify(path: Path, rel: str) -> RawFile:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ckptwatch.errors import RecordError
-from ckptwatch.ingest.discover import Content, FileKind, RawFile, load
+from ckptwatch.ingest.discover import Content, FileKind, RawFile, load, read_bytes
 from ckptwatch.settings import active_ingest
 from ckptwatch.sources import mlperf
 from ckptwatch.sources.base import (
@@ -148,27 +148,71 @@ def _read_sysfs_tree(raw: RawFile, data: bytes) -> Parsed:
 
 
 def _read_dlio(raw: RawFile, data: bytes) -> Parsed:
-    """A DLIO/MLPerf Storage ``<rank>_per_epoch_stats.json``: job = its directory's name, the
-    rank from the file name, the rank count from the run's ``summary.json`` beside it."""
+    """A DLIO/MLPerf Storage ``<rank>_per_epoch_stats.json``: its saves to
+    ``checkpoint_writes``, its loads to ``checkpoint_loads``. The rank is in the file name
+    (bare ``per_epoch_stats.json``: rank 0), the node is ``hostname`` of ``<rank>_output.json``
+    beside it, the rank count and the storage come from the run's ``summary.json`` and
+    ``dlio.log``, the job from the run directory (``_dlio_job_id``)."""
     rank = mlperf.rank_from_filename(raw.path.name)
     if rank is None:  # DLIO names per-rank files <rank>_per_epoch_stats.json; bare is rank 0
         rank = 0
     parent = raw.path.parent
-    job_id = parent.name if len(Path(raw.rel).parts) > 2 else raw.path.stem
-    n_ranks = None
-    summary = parent / "summary.json"
-    if summary.exists():
-        try:
-            n_ranks = mlperf.n_ranks_from_summary(json.loads(summary.read_text()))
-        except (OSError, ValueError):
-            n_ranks = None
-    rows = mlperf.parse_dlio_per_epoch_stats(data, rank=rank, job_id=job_id, node=None,
-                                             n_ranks=n_ranks)
     out = Parsed()
-    rows_to_frames({"checkpoint_writes": rows}, out)
-    out.notes.append(f"{raw.rel}: DLIO stats name no node or target (node='unknown'); "
-                     "see docs/formats.md to supply them")
+    summary = _dlio_companion(parent / "summary.json", out.notes)
+    log = _dlio_companion(parent / "dlio.log", out.notes)
+    try:
+        run = mlperf.read_dlio_run(summary, log)
+    except (RecordError, RecursionError) as exc:
+        why = exc.reason if isinstance(exc, RecordError) else "nested too deeply"
+        out.notes.append(f"{raw.rel}: the run's summary.json is not read ({why})")
+        run = mlperf.read_dlio_run(None, log)
+    node = None
+    output = _dlio_companion(parent / f"{rank}_output.json", out.notes)
+    if output is not None:
+        try:
+            node = mlperf.hostname_from_output(output)
+        except (RecordError, RecursionError) as exc:
+            why = exc.reason if isinstance(exc, RecordError) else "nested too deeply"
+            out.notes.append(f"{raw.rel}: {rank}_output.json is not read ({why})")
+    if node is None:
+        out.notes.append(f"{raw.rel}: no hostname in a {rank}_output.json beside it "
+                         "(node='unknown'); see docs/formats.md")
+    tables = mlperf.parse_dlio_checkpoints(data, rank=rank, job_id=_dlio_job_id(raw, run),
+                                           node=node, n_ranks=run.n_ranks,
+                                           target=run.storage_root)
+    rows_to_frames(tables, out)
     return out
+
+
+def _dlio_companion(path: Path, notes: list[str]) -> str | None:
+    """The text of a file of a DLIO run beside the per-rank stats (None: there is none, or it
+    cannot be read, which ``notes`` says): read within the ingest's limits."""
+    if not path.is_file():
+        return None
+    try:
+        return read_bytes(path).decode("utf-8", errors="replace")
+    except OSError as exc:
+        notes.append(f"{path.name} beside DLIO stats is not read: {exc}")
+        return None
+
+
+def _dlio_job_id(raw: RawFile, run: mlperf.DlioRun) -> str:
+    """The job of a DLIO run: ``<system>/<model>/<timestamp>`` when the run directory is in
+    MLPerf's published layout (or dlio.log says it was saved there), else the run directory's
+    name; a stats file directly under ``checkpoints/`` is named by the run's start."""
+    layout = mlperf.job_id_from_layout(raw.path.parent.absolute())
+    if layout is None and run.results_dir:
+        layout = mlperf.job_id_from_layout(run.results_dir)
+    if layout is not None:
+        return layout
+    parts = Path(raw.rel).parts
+    if len(parts) >= 2 and parts[-2] != "checkpoints":
+        return parts[-2]
+    if len(parts) == 1 and raw.path.parent.absolute().name:
+        return raw.path.parent.absolute().name
+    if run.start_ts is not None:
+        return f"dlio-{run.start_ts:%Y%m%d_%H%M%S}"
+    return raw.path.stem
 
 
 def _read_unrecognised(raw: RawFile, data: bytes) -> Parsed:
@@ -201,11 +245,14 @@ READERS: dict[FileKind, Reader] = {
 
 def file_key(content: Content, raw: RawFile) -> str:
     """Identity of a source file: its content (decompressed), plus the node its path names
-    (bare tool output). A file not read whole is its own identity: what was read of it, and
-    that it was cut there (an empty file and a broken ``.gz`` read to nothing differ)."""
+    (bare tool output) or the rank its name gives (DLIO stats). A file not read whole is its
+    own identity: what was read of it, and that it was cut there (an empty file and a broken
+    ``.gz`` read to nothing differ)."""
     h = content.sha.copy()
     if raw.kind == "tool" and raw.node:  # surrogatepass: a directory name need not be UTF-8
         h.update(b"\0node=" + raw.node.encode("utf-8", "surrogatepass"))
+    if raw.kind == "dlio":  # the rank is in the name only: ranks that timed alike differ
+        h.update(b"\0dlio-rank=%d" % (mlperf.rank_from_filename(raw.path.name) or 0))
     if content.failure:
         h.update(b"\0not read whole")
     return h.hexdigest()

@@ -59,6 +59,27 @@ CHECKPOINT_WRITES = Table(
     doc="One row per rank per checkpoint: when it wrote, how much, and where the time went.",
 )
 
+CHECKPOINT_LOADS = Table(
+    name="checkpoint_loads",
+    schema=_schema(
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("tier", pa.string(), nullable=False),
+        pa.field("target", pa.string()),
+        pa.field("start_ts", TS, nullable=False),
+        pa.field("end_ts", TS, nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+    ),
+    partition_column="start_ts",
+    required=("job_id", "step", "rank", "node", "tier", "start_time", "end_time", "bytes"),
+    doc=("Checkpoint loads (restores): one row per rank per checkpoint it read back, the same "
+         "core columns as checkpoint_writes (DLIO load_ckptN). Planning reads the slowest "
+         "rank's duration as the measured restart cost."),
+)
+
 CHECKPOINT_STARTS = Table(
     name="checkpoint_starts",
     schema=_schema(
@@ -169,8 +190,8 @@ QUARANTINE = Table(
 
 TABLES: dict[str, Table] = {
     t.name: t
-    for t in (CHECKPOINT_WRITES, CHECKPOINT_STARTS, JOBS, NVME_SMART, FABRIC_COUNTERS,
-              POOL_METRICS, TOPOLOGY, QUARANTINE)
+    for t in (CHECKPOINT_WRITES, CHECKPOINT_STARTS, CHECKPOINT_LOADS, JOBS, NVME_SMART,
+              FABRIC_COUNTERS, POOL_METRICS, TOPOLOGY, QUARANTINE)
 }
 
 TIERS = ("local", "pool")

@@ -273,6 +273,14 @@ def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
     }
 
 
+def _slow_hosts(con: duckdb.DuckDBPyConnection, job_ids: set[str]) -> list[dict[str, Any]]:
+    """The chronic slow hosts (``slow_hosts`` mart, over the days the connection reads) of the
+    jobs in the report, most consistently slow first."""
+    from ckptwatch.report.slow_hosts import slow_hosts
+
+    return [r for r in slow_hosts(con).to_dicts() if r["job_id"] in job_ids]
+
+
 def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: date | None,
                  findings: StallFindings, settings: Settings,
                  alert_run: AlertRun | None = None, alerts_error: str | None = None,
@@ -317,6 +325,7 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
         "headroom": headroom, "headroom_skipped": skipped,
         "alerts": _alerts(alert_run, settings, alerts_error),
         "plans": verdicts,
+        "slow_hosts": _slow_hosts(con, {j["job_id"] for j in jobs}),
         "data": _data(con, lake_root, ingest),
     }
     out: dict[str, Any] = _clean(report)

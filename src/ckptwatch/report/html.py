@@ -252,6 +252,23 @@ def _data_html(r: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
+def _slow_hosts_html(r: Mapping[str, Any]) -> str:
+    hosts = r.get("slow_hosts") or []
+    if not hosts:
+        return ('<p class="panel">No host is consistently slower than the rest of its job\'s '
+                "checkpoints.</p>")
+    rows = [[_e(h["job_id"]), _e(h["node"]), f'{h["n_slowest"]} / {h["n_checkpoints"]}',
+             f'{h["n_above_median"]} / {h["n_checkpoints"]}', _s(h["median_excess_pct"]),
+             _s(h["median_excess_s"], 2), f'{h["p_value"]:.2g}'] for h in hosts]
+    return ('<p class="small">Hosts whose ranks are slower than their checkpoints\' median in '
+            "checkpoint after checkpoint (sign test p-value), even when no checkpoint is a "
+            "stall: among the slowest = the host's slowest rank at or above the checkpoint's "
+            "rank p90; excess = the host's median rank over the checkpoint's median, median "
+            "over checkpoints (docs/slow-hosts.md).</p>"
+            + _table(["job", "host", "among the slowest", "above the median", "excess %",
+                      "excess s", "p"], rows))
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one self-contained HTML page (figures embedded as base64 PNG)."""
     title = f"ckptwatch daily report {report['date']}"
@@ -275,6 +292,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         _alerts_html(report),
         "<h2>Planning: local, pool or tiered, from the measured tail</h2>",
         _plans_html(report),
+        "<h2>Chronic slow hosts</h2>", _slow_hosts_html(report),
         "<h2>Data</h2>", _data_html(report),
         f'<footer>ckptwatch {_e(report["ckptwatch_version"])} · report version '
         f'{report["report_version"]} · generated {_e(report["generated_at"])}</footer>',

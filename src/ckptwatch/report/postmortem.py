@@ -9,6 +9,7 @@ computed here from the SQL marts (``checkpoint_ranks``, ``stall_ranks``, ``stall
     case = open_stall("data/lake", "job-98372")           # the job's worst stall
     timeline = rank_timeline(case)                        # one row per rank and phase
     durations = rank_durations(case)                      # this checkpoint vs the job's normal
+    chronic_slow_hosts(case)                              # hosts always a little slow
     signals = signal_window(case)                         # pause, PortXmitWait, gc, … around it
     evidence_table(case)                                  # the attribution's evidence
 
@@ -372,6 +373,25 @@ def evidence_table(case: StallCase) -> pl.DataFrame:
                                       "evidence": pl.String})
 
 
+def chronic_slow_hosts(case: StallCase) -> pl.DataFrame:
+    """The job's chronic slow hosts (``slow_hosts`` mart: consistently slower than the rest
+    over the job's checkpoints, docs/slow-hosts.md), most consistently slow first, and whether
+    each held slow ranks of this stall (``slow_here``): a stall on a host that is always a
+    little slow is a different story from one on a healthy host."""
+    from ckptwatch.report.slow_hosts import slow_hosts
+
+    hosts = slow_hosts(case.con, case.job)
+    here = run_sql(case.con, """
+        select distinct node
+        from stall_ranks
+        where job_id = $job and step = $step and is_slow
+    """, {"job": case.job, "step": case.step})["node"].to_list()
+    return hosts.select(
+        "node", "n_checkpoints", "n_slowest", "n_above_median",
+        pl.col("median_excess_pct").round(1), pl.col("median_excess_s").round(2),
+        pl.col("p_value").round(4), pl.col("node").is_in(here).alias("slow_here"))
+
+
 def next_steps(case: StallCase) -> str:
     """Markdown: commands to dig further into this stall."""
     lake = case.lake
@@ -382,4 +402,6 @@ def next_steps(case: StallCase) -> str:
         f"`ckptwatch sql --lake {lake} \"select * from stall_signals where job_id = "
         f"'{case.job}' and step = {case.step} order by level_vs_baseline desc\"`",
         f"- the job's headroom to its timeout: `ckptwatch alerts --lake {lake}`",
+        "- hosts consistently slower than the rest of the job's checkpoints: "
+        f"`ckptwatch slow-hosts --lake {lake} --job {case.job}`",
     ])
