@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_LAKE ?= data/lake
 
-.PHONY: demo test wheel-check lint bench bench-marts bench-live clean install system-deps model
+.PHONY: demo test wheel-check lint bench bench-formats bench-marts bench-live clean install system-deps model
 
 install: $(STAMP)
 
@@ -63,11 +63,19 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests pipelines bench
 	$(BIN)/mypy
 
-# The 512-node cluster-day benchmark (not part of the tests): ~3.5 min to generate once, ~20 min
-# to run; prints rows, s, rows/s, peak RSS and the same-run reference per stage.
+# The 512-node cluster-day benchmark (not part of the tests): the world format mix (every
+# supported format, bench/generate_day.py), generated once; then the per-format ingest ratios
+# (bench-formats below) and every stage of the day: rows, s, rows/s, peak RSS and the same-run
+# reference per stage (~20 min).
 bench: $(STAMP)
-	@test -d bench/out/raw-512n-24h || $(BIN)/python bench/generate_day.py
-	$(BIN)/python bench/run.py
+	@test -d bench/out/raw-512n-24h-world || $(BIN)/python bench/generate_day.py
+	$(BIN)/python bench/formats.py
+	$(BIN)/python bench/run.py --raw bench/out/raw-512n-24h-world
+
+# Every format's ingest against bare polars and bare json.loads of the same bytes, and the
+# whole mixed day (64 nodes, 8 h; generated once into bench/out/raw-64n-8h-world): a few minutes.
+bench-formats: $(STAMP)
+	$(BIN)/python bench/formats.py
 
 bench-marts: $(STAMP)
 	$(BIN)/python bench/bench_marts.py

@@ -18,13 +18,17 @@ measured on the same data in the same run and the ratio ours/reference:
 
 Results go to stdout as a table and to ``bench/out/results.json``.
 
-Run:  .venv/bin/python bench/generate_day.py            # once: bench/out/raw-512n-24h
+Per-format ingest ratios (each format against bare polars and bare ``json.loads`` of the same
+bytes) are ``bench/formats.py``; the ingest stages here split the day by directory.
+
+Run:  .venv/bin/python bench/generate_day.py            # once: bench/out/raw-512n-24h-world
       .venv/bin/python bench/run.py [--raw DIR] [--skip nightly,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import resource
@@ -98,31 +102,51 @@ def stage_reference_ingest(files: list[Path], out: Path) -> dict[str, Any]:
         if f.suffix == ".csv":
             df = pl.read_csv(f, try_parse_dates=True)
         elif "fabric" in f.parts or "smart" in f.parts:
-            env = pl.read_ndjson(f, infer_schema_length=None)
-            ts = pl.col("collected_at").str.to_datetime(strict=False)
-            if env.schema["output"] == pl.String:  # tool text: one row per "name: value" line
-                df = (env.select("node", "device", ts,
-                                 "source", pl.col("output").str.split("\n").alias("line"))
-                      .explode("line")
-                      .with_columns(pl.col("line").str.extract_groups(_TEXT_COUNTER)
-                                    .struct.rename_fields(["counter", "value"]).alias("kv"))
-                      .unnest("kv").drop("line").drop_nulls("value")
-                      .with_columns(pl.col("value").cast(pl.Float64)))
-            else:  # tool JSON: numeric leaves one level down, long
-                flat = env.select("node", "device", ts,
-                                  "source", pl.col("output").struct.unnest().name.prefix("output."))
-                nested = [c for c, t in flat.schema.items() if isinstance(t, pl.Struct)]
-                if nested:
-                    flat = flat.unnest(nested, separator=".")
-                num = [c for c, t in flat.schema.items() if t.is_numeric()]
-                df = flat.unpivot(num, index=["node", "device", "collected_at", "source"],
-                                  variable_name="metric").with_columns(
-                    pl.col("value").cast(pl.Float64))
+            # one polars read per output shape: a file of the world mix holds tool text and
+            # tool JSON (smartctl next to the OCP log as text), which one schema cannot type
+            by_shape: dict[bool, list[bytes]] = {}
+            for line in f.read_bytes().splitlines(keepends=True):
+                by_shape.setdefault(b'"output":"' in line, []).append(line)
+            for j, (is_text, lines) in enumerate(by_shape.items()):
+                df = _reference_envelopes(pl.read_ndjson(io.BytesIO(b"".join(lines)),
+                                                         infer_schema_length=None), is_text)
+                df.write_parquet(out / f"part-{i}-{j}.parquet", compression="zstd")
+                rows += df.height
+            continue
         else:
             df = pl.read_ndjson(f, infer_schema_length=None)
         df.write_parquet(out / f"part-{i}.parquet", compression="zstd")
         rows += df.height
     return {"rows": rows, "seconds": time.perf_counter() - t0}
+
+
+def _reference_envelopes(env: Any, is_text: bool) -> Any:
+    """Envelopes to the long frame, bare: tool text split into ``name: value`` lines by regex,
+    tool JSON unpivoted one level down."""
+    import polars as pl
+
+    ts = pl.col("collected_at").str.to_datetime(strict=False)
+    if "device" not in env.columns:  # whole-node outputs (sysfs, scrapes) name no device
+        env = env.with_columns(pl.lit(None, dtype=pl.String).alias("device"))
+    if is_text:  # tool text: one row per "name: value" line
+        df = (env.select("node", "device", ts,
+                         "source", pl.col("output").str.split("\n").alias("line"))
+              .explode("line")
+              .with_columns(pl.col("line").str.extract_groups(_TEXT_COUNTER)
+                            .struct.rename_fields(["counter", "value"]).alias("kv"))
+              .unnest("kv").drop("line").drop_nulls("value")
+              .with_columns(pl.col("value").cast(pl.Float64)))
+    else:  # tool JSON: numeric leaves one level down, long
+        flat = env.select("node", "device", ts,
+                          "source", pl.col("output").struct.unnest().name.prefix("output."))
+        nested = [c for c, t in flat.schema.items() if isinstance(t, pl.Struct)]
+        if nested:
+            flat = flat.unnest(nested, separator=".")
+        num = [c for c, t in flat.schema.items() if t.is_numeric()]
+        df = flat.unpivot(num, index=["node", "device", "collected_at", "source"],
+                          variable_name="metric").with_columns(
+            pl.col("value").cast(pl.Float64))
+    return df
 
 
 def stage_views(lake: Path) -> dict[str, Any]:
@@ -281,8 +305,10 @@ def run_child(*args: str | Path, extra_env: dict[str, str] | None = None) -> dic
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--raw", type=Path, default=OUT / "raw-512n-24h",
-                    help="raw cluster-day (bench/generate_day.py writes it)")
+    ap.add_argument("--raw", type=Path, default=OUT / "raw-512n-24h-world",
+                    help="raw cluster-day (bench/generate_day.py writes it; the world format "
+                         "mix by default, bench/out/raw-512n-24h for the simulator's own "
+                         "formats)")
     ap.add_argument("--skip", default="", help="comma-separated stage groups to skip: "
                     "ingest,marts,attribution,alerts,nightly,nightly-uncapped")
     args = ap.parse_args()

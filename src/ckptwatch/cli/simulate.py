@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.simulate.config import DEFAULT_START, SimulationConfig
+from ckptwatch.simulate.config import DEFAULT_START, FORMAT_MIXES, SimulationConfig
 from ckptwatch.simulate.scenario import simulate
 
 _DEFAULTS = SimulationConfig()
@@ -68,6 +68,14 @@ def register(subparsers: Any) -> None:
                    help="N ranks of one checkpoint never finish (their start markers are "
                    "written, their records never are; see ckptwatch.simulate.hang) "
                    "(default: %(default)s)")
+    p.add_argument("--format-mix", choices=FORMAT_MIXES, default=_DEFAULTS.format_mix,
+                   help="default: smartctl + OCP JSON, ethtool -S / perfquery -x; world: every "
+                   "supported format (smartctl and nvme-cli smart-log JSON, OCP log as JSON and "
+                   "text, ethtool -S, perfquery -x, sysfs snapshots, node_exporter scrapes), one "
+                   "per drive or node, same values (default: %(default)s)")
+    p.add_argument("--nics-per-node", type=int, default=_DEFAULTS.nics_per_node,
+                   help="NICs per node, 1-8: the extra rails carry the node's counters scaled "
+                   "(default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace a scenario already in OUT_DIR (only the generator's own files)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
@@ -90,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         drives_per_node=args.drives_per_node, drives_per_target=args.drives_per_target,
         fabric_interval_s=args.fabric_interval, pool_interval_s=args.pool_interval,
         smart_interval_s=args.smart_interval, hang_ranks=args.hang_ranks,
+        format_mix=args.format_mix, nics_per_node=args.nics_per_node,
     )
     if not args.quiet:
         print(summary.format())

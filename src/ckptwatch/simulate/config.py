@@ -8,6 +8,8 @@ from datetime import datetime
 from ckptwatch.errors import SimulationConfigError
 
 DEFAULT_START = "2026-11-28T00:00:00Z"
+#: Values of ``--format-mix``.
+FORMAT_MIXES = ("default", "world")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,12 @@ class SimulationConfig:
     smart_interval_s: float = 900.0
     #: Ranks of one checkpoint that never finish (``ckptwatch.simulate.hang``); 0: none.
     hang_ranks: int = 0
+    #: How SMART and fabric samples are encoded (``FORMAT_MIXES``): ``default`` (smartctl JSON +
+    #: OCP JSON; ethtool -S / perfquery -x) or ``world`` (every supported format, see
+    #: ``ckptwatch.simulate.telemetry.mix``). The values are the same series either way.
+    format_mix: str = "default"
+    #: NICs (RoCE netdevs / IB HCAs) per node; the extra rails carry the node's counters scaled.
+    nics_per_node: int = 1
 
     def start_epoch(self) -> float:
         """``start`` as epoch seconds."""
@@ -66,6 +74,11 @@ class SimulationConfig:
             (min(self.fabric_interval_s, self.pool_interval_s, self.smart_interval_s) >= 5,
              "sample intervals must be at least 5 s"),
             (self.hang_ranks >= 0, "--hang-ranks must be >= 0"),
+            (self.format_mix in FORMAT_MIXES,
+             f"--format-mix must be one of {', '.join(FORMAT_MIXES)}"),
+            (1 <= self.nics_per_node <= 8, "--nics-per-node must be between 1 and 8"),
+            (self.nics_per_node == 1 or self.fabric_format == "raw",
+             "--nics-per-node above 1 needs --fabric-format raw"),
         ]
         for ok, message in checks:
             if not ok:

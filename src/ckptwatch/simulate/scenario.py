@@ -49,6 +49,7 @@ from ckptwatch.simulate.effects import STALL_RATIO, apply_incidents, labelled_st
 from ckptwatch.simulate.hang import Hang, hang_labels, plan_hang
 from ckptwatch.simulate.incidents import IncidentPlanner
 from ckptwatch.simulate.telemetry.fabric import fabric_counters, write_fabric
+from ckptwatch.simulate.telemetry.mix import rail_name
 from ckptwatch.simulate.telemetry.pool import pool_metrics
 from ckptwatch.simulate.telemetry.sampling import Progress
 from ckptwatch.simulate.telemetry.smart import write_smart
@@ -105,8 +106,10 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     say = progress or (lambda _msg: None)
     t0 = cfg.start_epoch()
     t1 = t0 + cfg.hours * 3600.0
-    (r_topo, r_jobs, r_ckpt, r_inc, r_bg, r_pool, r_smart, r_fab,
-     r_misc) = np.random.Generator(np.random.PCG64(seed)).spawn(9)
+    # A child stream depends only on its index: the tenth (the format mix's own draws) leaves
+    # the first nine, and so the default mix's files, as they were.
+    (r_topo, r_jobs, r_ckpt, r_inc, r_bg, r_pool, r_smart, r_fab, r_misc,
+     r_mix) = np.random.Generator(np.random.PCG64(seed)).spawn(10)
     cluster = build_cluster(cfg, r_topo)
     bg = Background.build(r_bg, t0, t1)
     jobs = build_jobs(cfg, cluster, r_jobs, t0, t1)
@@ -141,7 +144,8 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     record(out / "pool" / "pool_metrics.csv", pool.height)
     say("simulate: pool metrics written")
     for path, rows in write_smart(out / "smart", cluster, load, incidents, bg, t0, t1,
-                                  cfg.smart_interval_s, r_smart, progress).items():
+                                  cfg.smart_interval_s, r_smart, progress,
+                                  mix=cfg.format_mix).items():
         record(path, rows)
     traffic = np.full(cfg.nodes, 0.05 * GB)
     for job in jobs:
@@ -149,7 +153,8 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     ts, counters = fabric_counters(cluster, load, incidents, traffic, resets, t0, t1,
                                    cfg.fabric_interval_s, r_fab)
     for path, rows in write_fabric(out / "fabric", cluster, ts, counters, cfg.fabric_format,
-                                   r_fab, progress).items():
+                                   r_fab, progress, mix=cfg.format_mix,
+                                   nics=cfg.nics_per_node, mix_rng=r_mix).items():
         record(path, rows)
     labels = _labels(cfg, seed, cluster, jobs, incidents, resets, hang)
     (out / "labels.json").write_text(json.dumps(labels, indent=1) + "\n", encoding="utf-8")
@@ -237,8 +242,12 @@ def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
                   "bytes_per_rank": int(np.median(job.nbytes)), "time_encoding": job.encoding,
                   "file": _ckpt_name(job)} for job in jobs],
         "incidents": out_incidents, "stalls": stalls,
-        "counter_resets": [{"node": cluster.nodes[n], "device": cluster.nic[n], "at": _iso(t)}
-                           for n, t in resets],
+        "counter_resets": [{"node": cluster.nodes[n], "device": device, "at": _iso(t)}
+                           for n, t in resets
+                           for device in [rail_name(cluster.nic[n], cluster.fabric[n], r)
+                                          for r in range(cfg.nics_per_node)]],
+        **({"format_mix": cfg.format_mix} if cfg.format_mix != "default" else {}),
+        **({"nics_per_node": cfg.nics_per_node} if cfg.nics_per_node != 1 else {}),
         **({"hangs": hangs} if hangs else {}),
     }
 

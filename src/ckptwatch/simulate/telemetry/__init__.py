@@ -13,7 +13,11 @@ their raw formats:
   ``perfquery -x`` (InfiniBand) text, or the canonical long CSV
   ``ts,node,device,port,counter,value``;
 - ``telemetry.sampling``: what the three share (sample clocks, timestamps, the GC dip of free
-  blocks, the envelope line).
+  blocks, the envelope line);
+- ``telemetry.mix``: which format carries which drive's and node's series (``--format-mix``:
+  ``default``, or ``world`` with every supported format), and the names of extra NICs;
+- ``telemetry.render``: the tool outputs ``ckptwatch.sources`` has no renderer for (nvme-cli
+  smart-log JSON, OCP text, sysfs snapshots, node_exporter scrapes, DLIO per-rank stats).
 
 Physics kept on purpose: GC multiplies media writes over host writes and keeps the controller busy
 even with no host I/O (busy time never outruns the clock); pause frames land on the NICs of the

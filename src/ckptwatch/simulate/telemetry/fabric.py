@@ -15,6 +15,8 @@ import numpy as np
 import polars as pl
 
 from ckptwatch.simulate.cluster import Cluster, Incident, WriteLoad, grouped, overlap
+from ckptwatch.simulate.telemetry.mix import fabric_format, rail_name
+from ckptwatch.simulate.telemetry.render import render_node_exporter, render_sysfs_ib_text
 from ckptwatch.simulate.telemetry.sampling import (
     Progress,
     envelope_line,
@@ -129,20 +131,13 @@ def _node_samples(cluster: Cluster, node: int, lid: int, ts: np.ndarray,
                   counters: Mapping[str, np.ndarray]) -> list[str]:
     """One node's envelope lines: ``ethtool -S`` (RoCE) or ``perfquery -x`` (IB)."""
     iso = iso_seconds(ts[node])
-    zero = np.zeros(ts.shape[1], dtype=np.int64)
     if cluster.fabric[node] == "roce":
-        cols = [counters[c][node].astype(np.int64) if c in counters else zero
-                for c in ROCE_COUNTERS]
-        rows = np.stack(cols, axis=1).tolist()
+        rows = np.stack(list(_roce_values(counters, node).values()), axis=1).tolist()
         return [envelope_line(cluster.nodes[node], cluster.nic[node], str(iso[i]), "ethtool",
                           render_ethtool_s("mlx5_core", dict(zip(ROCE_COUNTERS, row, strict=True)),
                                            only_given=True))
                 for i, row in enumerate(rows)]
-    own = {name: values[node].astype(np.int64) for name, values in counters.items()}
-    for d in ("xmit", "rcv"):
-        own[f"multicast_{d}_packets"] = own[f"port_{d}_packets"] // 4096
-        own[f"unicast_{d}_packets"] = own[f"port_{d}_packets"] - own[f"multicast_{d}_packets"]
-    rows = np.stack([own[name] for name in IB_COUNTERS], axis=1).tolist()
+    rows = np.stack(list(_ib_values(counters, node).values()), axis=1).tolist()
     return [envelope_line(cluster.nodes[node], cluster.nic[node], str(iso[i]), "perfquery",
                       render_perfquery_x(lid, int(cluster.port),
                                          dict(zip(IB_COUNTERS, row, strict=True))),
@@ -150,12 +145,79 @@ def _node_samples(cluster: Cluster, node: int, lid: int, ts: np.ndarray,
             for i, row in enumerate(rows)]
 
 
+def _ib_values(counters: Mapping[str, np.ndarray], node: int) -> dict[str, np.ndarray]:
+    """One IB node's ``IB_COUNTERS`` (sysfs names), the uni/multicast split derived."""
+    own = {name: values[node].astype(np.int64) for name, values in counters.items()}
+    for d in ("xmit", "rcv"):
+        own[f"multicast_{d}_packets"] = own[f"port_{d}_packets"] // 4096
+        own[f"unicast_{d}_packets"] = own[f"port_{d}_packets"] - own[f"multicast_{d}_packets"]
+    return {name: own[name] for name in IB_COUNTERS}
+
+
+def _roce_values(counters: Mapping[str, np.ndarray], node: int) -> dict[str, np.ndarray]:
+    """One RoCE node's ``ROCE_COUNTERS`` (mlx5 names; the ones not modelled 0)."""
+    zero = np.zeros(next(iter(counters.values())).shape[1], dtype=np.int64)
+    return {c: counters[c][node].astype(np.int64) if c in counters else zero
+            for c in ROCE_COUNTERS}
+
+
+def _rails(cluster: Cluster, node: int, counters: Mapping[str, np.ndarray], nics: int,
+           rng: np.random.Generator) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(device, counters) of each of the node's ``nics`` NICs: the modelled one, and rails
+    carrying its series scaled by a factor of their own (0.85-1.15; monotone and reset where it
+    is, so every incident and reset of the node shows on every rail)."""
+    kind = cluster.fabric[node]
+    base = (_roce_values if kind == "roce" else _ib_values)(counters, node)
+    out = [(cluster.nic[node], base)]
+    for rail in range(1, nics):
+        k = float(rng.uniform(0.85, 1.15))
+        out.append((rail_name(cluster.nic[node], kind, rail),
+                    {c: np.floor(v * k).astype(np.int64) for c, v in base.items()}))
+    return out
+
+
+def _mixed_samples(cluster: Cluster, node: int, fmt: str, lid: int, ts: np.ndarray,
+                   rails: list[tuple[str, dict[str, np.ndarray]]]) -> list[str]:
+    """One node's envelope lines in format ``fmt`` (``telemetry.mix``), in time order; per-NIC
+    formats (ethtool, perfquery) write one envelope per NIC and sample, whole-node outputs
+    (sysfs, a node_exporter scrape) one per sample."""
+    host, port = cluster.nodes[node], cluster.port
+    iso = iso_seconds(ts[node])
+    names = list(rails[0][1])
+    table = [(dev, np.stack([vals[c] for c in names], axis=1).tolist()) for dev, vals in rails]
+    lines: list[str] = []
+    for i in range(ts.shape[1]):
+        at = str(iso[i])
+        per = [(dev, dict(zip(names, rows[i], strict=True))) for dev, rows in table]
+        if fmt == "ethtool":
+            lines += [envelope_line(host, dev, at, "ethtool",
+                                    render_ethtool_s("mlx5_core", c, only_given=True))
+                      for dev, c in per]
+        elif fmt == "perfquery":
+            lines += [envelope_line(host, dev, at, "perfquery",
+                                    render_perfquery_x(lid + r, int(port), c), port=port)
+                      for r, (dev, c) in enumerate(per)]
+        elif fmt == "sysfs-ib":
+            lines.append(envelope_line(host, None, at, "sysfs-ib", render_sysfs_ib_text(
+                [(dev, port, c) for dev, c in per])))
+        elif cluster.fabric[node] == "roce":
+            lines.append(envelope_line(host, None, at, "prometheus",
+                                       render_node_exporter(ethtool=per)))
+        else:
+            lines.append(envelope_line(host, None, at, "prometheus", render_node_exporter(
+                infiniband=[(dev, port, c) for dev, c in per])))
+    return lines
+
+
 def write_fabric(fabric_dir: Path, cluster: Cluster, ts: np.ndarray,
                  counters: Mapping[str, np.ndarray], fmt: str, rng: np.random.Generator,
-                 progress: Progress | None = None) -> dict[Path, int]:
+                 progress: Progress | None = None, *, mix: str = "default", nics: int = 1,
+                 mix_rng: np.random.Generator | None = None) -> dict[Path, int]:
     """Fabric files: per-node envelopes (``raw``) or ``counters.csv`` (``canonical``).
 
-    Returns the lines (rows) written per file.
+    ``mix`` (``telemetry.mix``) and ``nics`` (NICs per node) choose the raw envelopes' formats;
+    ``mix_rng`` draws what only they need (the rails' factors). Returns the lines (rows)
+    written per file.
     """
     fabric_dir.mkdir(parents=True, exist_ok=True)
     n = len(cluster.nodes)
@@ -181,8 +243,18 @@ def write_fabric(fabric_dir: Path, cluster: Cluster, ts: np.ndarray,
         return {path: df.height}
     lids = rng.permutation(np.arange(100, 100 + 4 * n))[:n]
     files = {}
+    plain = mix == "default" and nics == 1
+    extra = mix_rng or np.random.Generator(np.random.PCG64(0))
+    nth = {"roce": 0, "ib": 0}
     for node in range(n):
-        lines = _node_samples(cluster, node, int(lids[node]), ts, counters)
+        if plain:
+            lines = _node_samples(cluster, node, int(lids[node]), ts, counters)
+        else:
+            kind = cluster.fabric[node]
+            node_fmt = fabric_format(mix, kind, nth[kind])
+            nth[kind] += 1
+            lines = _mixed_samples(cluster, node, node_fmt, 8 * int(lids[node]), ts,
+                                   _rails(cluster, node, counters, nics, extra))
         path = fabric_dir / f"{cluster.nodes[node]}.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         files[path] = len(lines)

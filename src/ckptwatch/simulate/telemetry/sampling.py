@@ -47,13 +47,16 @@ def gc_dip(ts: np.ndarray, baseline: np.ndarray, inc: Incident) -> np.ndarray:
     return np.maximum(baseline - (level - low) * frac, 0.0)
 
 
-def envelope_line(host: str, device: str, ts: str, source: str, output: object,
+def envelope_line(host: str, device: str | None, ts: str, source: str, output: object,
                   port: str | None = None) -> str:
     """One JSON Lines envelope (docs/formats.md), without its newline.
 
-    Keys in the collector's order: node, device, port (when given), collected_at, source, output.
+    Keys in the collector's order: node, device (when given: a whole-node output such as a
+    scrape names its devices itself), port (when given), collected_at, source, output.
     """
-    head = {"node": host, "device": device}
+    head = {"node": host}
+    if device is not None:
+        head["device"] = device
     if port is not None:
         head["port"] = port
     body = json.dumps(output, separators=(",", ":"))

@@ -23,6 +23,8 @@ from ckptwatch.simulate.cluster import (
     grouped,
     overlap,
 )
+from ckptwatch.simulate.telemetry.mix import smart_encoding
+from ckptwatch.simulate.telemetry.render import render_nvme_smart_log_json, render_ocp_smart_text
 from ckptwatch.simulate.telemetry.sampling import (
     Progress,
     envelope_line,
@@ -60,10 +62,11 @@ def _smartctl_doc(device: str, model: str, serial: str, firmware: str, ts: float
 def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                 incidents: Sequence[Incident], bg: Background, t0: float, t1: float,
                 interval: float, rng: np.random.Generator,
-                progress: Progress | None = None) -> dict[Path, int]:
+                progress: Progress | None = None, *, mix: str = "default") -> dict[Path, int]:
     """SMART envelopes (smartctl + OCP) for every drive, one JSON Lines file per host.
 
-    Returns the lines written per file.
+    ``mix`` (``telemetry.mix.smart_encoding``) chooses each drive's encoding of the same
+    values. Returns the lines written per file.
     """
     smart_dir.mkdir(parents=True, exist_ok=True)
     n_loc = cluster.n_local_drives
@@ -85,6 +88,7 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
     lines: dict[str, list[tuple[float, str, str]]] = {}
     for d in range(cluster.n_drives):
         host, dev = cluster.drive_name(d)
+        encoding = smart_encoding(mix, d)
         is_local = d < n_loc
         models = _LOCAL_MODELS if is_local else _TARGET_MODELS
         model, fw, cap = models[int(rng.integers(len(models)))]
@@ -153,11 +157,18 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                 "plp": 40 + poh0 // 2000, "endurance": cap * 3500,
                 "power_changes": 40 + poh0 // 2000,
             }
-            doc = _smartctl_doc(dev, model, serial, fw, float(t_i), health)
+            if encoding == "nvme-cli+ocp-text":
+                health_env = envelope_line(host, dev, str(iso[i]), "nvme-smart-log",
+                                           render_nvme_smart_log_json(health))
+            else:
+                health_env = envelope_line(host, dev, str(iso[i]), "smartctl", _smartctl_doc(
+                    dev, model, serial, fw, float(t_i), health))
+            ocp_doc = (render_ocp_smart_json(ocp) if encoding == "smartctl+ocp-json"
+                       else render_ocp_smart_text(ocp))
             lines.setdefault(host, []).extend([
-                (float(t_i), dev + "0", envelope_line(host, dev, str(iso[i]), "smartctl", doc)),
+                (float(t_i), dev + "0", health_env),
                 (float(t_i), dev + "1", envelope_line(host, dev, str(iso[i]), "nvme-ocp-smart",
-                                                  render_ocp_smart_json(ocp))),
+                                                      ocp_doc)),
             ])
         if progress and d % 256 == 255:
             progress(f"smart: {d + 1}/{cluster.n_drives} drives")

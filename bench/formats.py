@@ -1,0 +1,326 @@
+"""Ingest of every raw format against a bare read of the same bytes, side by side in one run.
+
+A simulated day in the ``world`` format mix (``bench/generate_day.py --format-mix world``; by
+default 64 nodes, 8 hours, SMART every ~2 min per drive, fabric every 30 s per NIC: the shape of
+the foreign day in issue 18) is split by format: the envelope lines of each ``source`` (the OCP
+log as JSON and as text apart, node_exporter scrapes with infiniband and with ethtool apart) go
+to their own per-host files, the CSV and JSON Lines tables are hard-linked. Then, per format and
+in one child process each (``ru_maxrss`` is the child's own):
+
+- ours: ``ckptwatch.ingest.run.ingest`` of those files into a fresh lake (discover, parse,
+  validate, write Parquet: the whole cost of getting the bytes into the lake);
+- bare polars: ``pl.read_ndjson`` / ``pl.read_csv`` of each file (no interpretation at all);
+- bare ``json.loads`` of each line (CSV: ``csv.reader`` over the lines, as the row-wise bare
+  read of a CSV; a JSON document such as DLIO's stats: ``json.loads`` of the file).
+
+DLIO / MLPerf Storage stats are not in the simulated day (their ranks name no node): the bench
+renders the day's largest JSON Lines job as a DLIO run (one ``<rank>_per_epoch_stats.json`` per
+rank and a ``summary.json``) for its own row.
+
+Targets (issue 18): every format <= 2x bare polars; the whole mixed day <= 3x bare
+``json.loads`` of its lines in <= 1 GiB peak RSS (a fresh child ingesting the unsplit day; its
+bare polars is the sum over the split files, since one polars read of a file mixing smartctl
+objects with OCP text cannot type ``output``).
+
+Results go to stdout as a table and to ``bench/out/formats.json``.
+
+Run:  .venv/bin/python bench/formats.py [--nodes 64] [--hours 8] [--raw DIR] [--only smartctl,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+OUT = BENCH / "out"
+#: Ingest / bare polars read, per format; ingest / bare json.loads of the lines, whole day.
+POLARS_TARGET = 2.0
+JSON_TARGET = 3.0
+RSS_TARGET_MB = 1024.0
+#: Format name -> (how the lines are picked). Envelope formats by ``source`` (and the output's
+#: shape); tables by path pattern.
+ENVELOPE_FORMATS = {
+    "smartctl JSON": ("smartctl", None),
+    "nvme-cli smart-log JSON": ("nvme-smart-log", None),
+    "OCP log JSON": ("nvme-ocp-smart", "json"),
+    "OCP log text": ("nvme-ocp-smart", "text"),
+    "ethtool -S text": ("ethtool", None),
+    "perfquery -x text": ("perfquery", None),
+    "sysfs snapshot text": ("sysfs-ib", None),
+    "node_exporter infiniband": ("prometheus", "node_infiniband_"),
+    "node_exporter ethtool": ("prometheus", "node_ethtool_"),
+}
+TABLE_FORMATS = {
+    "checkpoints JSONL": ["checkpoints/*.jsonl"],
+    "checkpoints CSV": ["checkpoints/*.csv"],
+    "pool metrics CSV": ["pool/*.csv"],
+}
+#: The DLIO/MLPerf Storage run made from the day's largest JSON Lines job (the day itself
+#: carries none: its ranks name no node, so the day's stalls would change).
+DLIO_FORMAT = "DLIO per-rank stats JSON"
+_SOURCE = re.compile(rb'"source":"([^"]*)"')
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _envelope_format(line: bytes) -> str | None:
+    """The ``ENVELOPE_FORMATS`` name of one envelope line (None: no format here)."""
+    m = _SOURCE.search(line)
+    if not m:
+        return None
+    source = m.group(1).decode()
+    for name, (src, shape) in ENVELOPE_FORMATS.items():
+        if src != source:
+            continue
+        if shape is None:
+            return name
+        if shape == "json" and b'"output":{' in line:
+            return name
+        if shape == "text" and b'"output":"' in line:
+            return name
+        if shape.startswith("node_") and shape.encode() in line:
+            return name
+    return None
+
+
+def split(raw: Path, work: Path) -> dict[str, Path]:
+    """Per-format raw directories under ``work`` (lines copied, tables hard-linked)."""
+    dirs = {name: work / _slug(name) for name in (*ENVELOPE_FORMATS, *TABLE_FORMATS)}
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+    for kind in ("smart", "fabric"):
+        for path in sorted((raw / kind).glob("*.jsonl")):
+            parts: dict[str, list[bytes]] = {}
+            with path.open("rb") as fh:
+                for line in fh:
+                    name = _envelope_format(line)
+                    if name is not None:
+                        parts.setdefault(name, []).append(line)
+            for name, lines in parts.items():
+                dest = dirs[name] / kind / path.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(b"".join(lines))
+    for name, patterns in TABLE_FORMATS.items():
+        for pat in patterns:
+            for p in sorted(raw.glob(pat)):
+                dest = dirs[name] / p.relative_to(raw)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.link(p, dest)
+    dlio = work / _slug(DLIO_FORMAT)
+    shutil.rmtree(dlio, ignore_errors=True)
+    jobs = sorted(raw.glob("checkpoints/*.jsonl"), key=lambda p: p.stat().st_size)
+    if jobs:
+        dlio_run(jobs[-1], dlio / "checkpoints" / jobs[-1].stem)
+        dirs[DLIO_FORMAT] = dlio
+    return {name: d for name, d in dirs.items() if d.is_dir()}
+
+
+def dlio_run(job_file: Path, run_dir: Path) -> None:
+    """The job's finished rank records as a DLIO run: ``<rank>_per_epoch_stats.json`` per rank
+    plus ``summary.json`` (``ckptwatch.simulate.telemetry.render``)."""
+    import polars as pl
+
+    from ckptwatch.simulate.telemetry.render import (
+        render_dlio_per_epoch_stats,
+        render_dlio_summary,
+    )
+
+    df = (pl.read_ndjson(job_file, infer_schema_length=None)
+          .filter(pl.col("status") != "started").sort("rank", "step"))
+    if df.schema["start_time"] == pl.String:  # ISO-8601 with an offset: to epoch seconds
+        df = df.with_columns(pl.col(c).str.to_datetime(time_zone="UTC").dt.epoch("us") / 1e6
+                             for c in ("start_time", "end_time"))
+    gib = float(df["bytes"].sum()) / df["step"].n_unique() / 2**30
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for (rank,), part in df.partition_by("rank", as_dict=True, maintain_order=True).items():
+        saves = list(zip(part["start_time"].to_list(), part["end_time"].to_list(), strict=True))
+        (run_dir / f"{rank}_per_epoch_stats.json").write_text(
+            json.dumps(render_dlio_per_epoch_stats(saves, gib), indent=4))
+    first = df["start_time"].min()
+    assert isinstance(first, float | int)
+    (run_dir / "summary.json").write_text(json.dumps(render_dlio_summary(
+        float(first), df["rank"].n_unique(), df["node"].n_unique(),
+        str(df["node"][0]), gib), indent=4))
+
+
+# -- child side ------------------------------------------------------------------------------
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*")
+                  if p.is_file() and p.suffix in (".jsonl", ".csv", ".json"))
+
+
+def bare_polars(files: list[Path]) -> tuple[float, int]:
+    """Seconds and rows of ``pl.read_ndjson`` / ``pl.read_csv`` over ``files``."""
+    import polars as pl
+
+    t0 = time.perf_counter()
+    rows = 0
+    for f in files:
+        df = (pl.read_csv(f, infer_schema_length=10_000) if f.suffix == ".csv"
+              else pl.read_json(f, infer_schema_length=None) if f.suffix == ".json"
+              else pl.read_ndjson(f, infer_schema_length=None))
+        rows += df.height
+    return time.perf_counter() - t0, rows
+
+
+def bare_lines(files: list[Path]) -> tuple[float, int]:
+    """Seconds and records of ``json.loads`` per line (``csv.reader`` for CSV) over ``files``."""
+    t0 = time.perf_counter()
+    rows = 0
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        if f.suffix == ".csv":
+            rows += sum(1 for _ in csv.reader(text.splitlines()))
+        elif f.suffix == ".json":  # one document per file (DLIO)
+            json.loads(text)
+            rows += 1
+        else:
+            loads = json.loads
+            for line in text.splitlines():
+                if line:
+                    loads(line)
+                    rows += 1
+    return time.perf_counter() - t0, rows
+
+
+def ours(raw: Path, lake: Path) -> dict[str, Any]:
+    """``ingest`` of ``raw`` into a fresh ``lake``: seconds, rows, rejects, bad files."""
+    from ckptwatch.ingest.run import ingest
+
+    shutil.rmtree(lake, ignore_errors=True)
+    t0 = time.perf_counter()
+    report = ingest(raw, lake)
+    seconds = time.perf_counter() - t0
+    failed = [f.rel for f in report.files if f.status not in ("ingested", "ignored")]
+    return {"seconds": seconds, "rows": sum(report.rows.values()), "tables": report.rows,
+            "quarantined": report.quarantined, "not_ingested": failed[:5]}
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def child(mode: str, raw: Path, lake: Path) -> dict[str, Any]:
+    files = _files(raw)
+    for f in files:  # the same warm page cache for all three reads
+        f.read_bytes()
+    if mode == "format":
+        res = ours(raw, lake)
+        res["polars_s"], res["polars_rows"] = bare_polars(files)
+        res["json_s"], res["json_rows"] = bare_lines(files)
+    elif mode == "day":
+        res = ours(raw, lake)
+    else:  # day-bare: json.loads of the unsplit day's lines
+        res = {}
+        res["json_s"], res["json_rows"] = bare_lines(files)
+    res["bytes"] = sum(f.stat().st_size for f in files)
+    res["files"] = len(files)
+    res["rss_mb"] = _peak_mb()
+    return res
+
+
+def run_child(mode: str, raw: Path, lake: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "--child", mode, str(raw), str(lake)],
+                          capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[7:]))
+    return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+
+
+# -- parent side -----------------------------------------------------------------------------
+def _held(ratio: float | None, target: float) -> str:
+    if ratio is None:
+        return "-"
+    return "held" if ratio <= target else f"MISSED by {ratio / target:.1f}x"
+
+
+def _row(name: str, r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"{name:26} FAILED: {r['error']}"
+    pr = r["seconds"] / r["polars_s"] if r.get("polars_s") else None
+    jr = r["seconds"] / r["json_s"] if r.get("json_s") else None
+    bad = r.get("quarantined", 0) or len(r.get("not_ingested", []))
+    return (f"{name:26} {r['bytes'] / 1e6:7.1f} {r['rows']:>10,} {r['seconds']:7.2f} "
+            f"{r.get('polars_s', 0):7.2f} {pr or 0:6.2f}  {_held(pr, POLARS_TARGET):17} "
+            + (f"{r['json_s']:7.2f} {jr:6.2f}" if jr else f"{'-':>7} {'-':>6}")
+            + f" {r['rss_mb']:7.0f}" + (f"  rejects/bad files: {bad}" if bad else ""))
+
+
+HEADER = (f"{'format':26} {'MB':>7} {'rows':>10} {'ours s':>7} {'polars':>7} {'ratio':>6}  "
+          f"{'<= 2x polars':17} {'json.ld':>7} {'ratio':>6} {'RSS MB':>7}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--hours", type=float, default=8.0)
+    ap.add_argument("--seed", type=int, default=9)
+    ap.add_argument("--raw", type=Path, default=None,
+                    help="a world-mix day (default: bench/out/raw-<nodes>n-<hours>h-world, "
+                         "generated when missing)")
+    ap.add_argument("--only", default="", help="comma-separated format names (slugs) to run")
+    args = ap.parse_args()
+    sys.path.insert(0, str(BENCH))
+    from generate_day import generate, raw_dir_for
+
+    raw = args.raw or raw_dir_for(args.nodes, args.hours, "world")
+    if not raw.is_dir():
+        t0 = time.perf_counter()
+        generate(raw, nodes=args.nodes, hours=args.hours, seed=args.seed,
+                 fabric_interval_s=30.0, smart_interval_s=120.0, mix="world")
+        print(f"generated {raw} in {time.perf_counter() - t0:.0f} s", flush=True)
+    work = OUT / "work-formats"
+    dirs = split(raw, work)
+    only = set(filter(None, args.only.split(",")))
+    print(f"raw day: {raw}", flush=True)
+    print(HEADER, flush=True)
+    results: dict[str, Any] = {}
+    polars_sum = 0.0
+    for name, d in dirs.items():
+        if only and _slug(name) not in only:
+            continue
+        r = run_child("format", d, work / "lake")
+        results[name] = r
+        polars_sum += r.get("polars_s", 0.0)
+        print(_row(name, r), flush=True)
+    if not only:
+        day = run_child("day", raw, work / "lake")
+        bare = run_child("day-bare", raw, work / "lake")
+        if "error" not in day and "error" not in bare:
+            day.update(json_s=bare["json_s"], json_rows=bare["json_rows"], polars_s=polars_sum)
+        results["whole day"] = day
+        print(_row("whole mixed day", day), flush=True)
+        if "error" not in day and day.get("json_s"):
+            ratio = day["seconds"] / day["json_s"]
+            print(f"  whole day: ingest / bare json.loads {ratio:.2f} (target <= {JSON_TARGET:g}: "
+                  f"{_held(ratio, JSON_TARGET)}); peak RSS {day['rss_mb']:.0f} MB (target <= "
+                  f"{RSS_TARGET_MB:.0f}: {_held(day['rss_mb'] / RSS_TARGET_MB, 1.0)}); "
+                  f"ingest / bare polars (split files) {day['seconds'] / polars_sum:.2f}",
+                  flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "formats.json").write_text(json.dumps(
+        {"raw": str(raw), "cpus": os.cpu_count(), "results": results}, indent=1) + "\n")
+    print(f"wrote {OUT / 'formats.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        res = child(sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]))
+        print("RESULT " + json.dumps(res))
+        raise SystemExit(0)
+    raise SystemExit(main())
