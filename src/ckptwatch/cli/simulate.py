@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from ckptwatch.simulate.config import DEFAULT_START, FORMAT_MIXES, SimulationConfig
-from ckptwatch.simulate.scenario import simulate
 
 _DEFAULTS = SimulationConfig()
 #: Clusters at least this large report progress on stderr.
@@ -89,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         def progress(msg: str) -> None:
             print(msg, file=sys.stderr, flush=True)
     began = time.perf_counter()
+    from ckptwatch.simulate.scenario import simulate
+
     summary = simulate(
         args.out_dir, args.seed, nodes=args.nodes, hours=args.hours, progress=progress,
         overwrite=args.force, start=args.start, jobs=args.jobs,
