@@ -13,7 +13,6 @@ query string, and every secret of the settings is redacted from them.
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import logging
@@ -26,18 +25,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ckptwatch import __version__
 from ckptwatch.errors import SinkError
-from ckptwatch.settings import REDACTED, Secret, Settings, display_url, redact
+from ckptwatch.httpclient import RETRY_BACKOFF_S, basic_auth, redact_cut, split_userinfo
+from ckptwatch.settings import Secret, Settings, display_url, redact
 
 log = logging.getLogger(__name__)
 
 #: The fields of Alertmanager's ``postableAlert``; everything else is ours.
 ALERTMANAGER_FIELDS = ("labels", "annotations", "startsAt", "endsAt", "generatorURL")
 ALERTMANAGER_PATH = "/api/v2/alerts"
-RETRY_BACKOFF_S = 0.5
 
 Alert = dict[str, Any]
 #: An alert's ``status``: ``resolved`` once the condition has cleared.
@@ -141,23 +140,6 @@ class JsonlSink:
 # -- HTTP -------------------------------------------------------------------------------------
 
 
-def _split_userinfo(url: str) -> tuple[str, str | None]:
-    """(url without user:password, "user:password" or None)."""
-    parts = urlsplit(url)
-    if parts.username is None:
-        return url, None
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return clean, f"{parts.username}:{parts.password or ''}"
-
-
-def _basic(pair: str) -> str:
-    return "Basic " + base64.b64encode(pair.encode()).decode()
-
-
 def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: float,
               sink: str, secrets: Sequence[str], shown_url: str | None = None,
               retries: int = 1) -> None:
@@ -167,11 +149,11 @@ def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: flo
     without credentials or query), with every secret redacted from the reason.
     """
     data = json.dumps(body).encode()
-    target, userinfo = _split_userinfo(url)
+    target, userinfo = split_userinfo(url)
     hdrs = {"Content-Type": "application/json", "User-Agent": f"ckptwatch/{__version__}",
             **headers}
     if userinfo and "Authorization" not in hdrs:
-        hdrs["Authorization"] = _basic(userinfo)
+        hdrs["Authorization"] = basic_auth(userinfo)
     shown = shown_url or display_url(url)
     reason = ""
     for attempt in range(retries + 1):
@@ -194,16 +176,6 @@ def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: flo
     msg = (f"{sink}: POST {shown} failed ({tries} attempt{'s' if tries > 1 else ''}): "
            f"{reason}")
     raise SinkError(sink, redact(msg, secrets))
-
-
-def redact_cut(text: str, secrets: Sequence[str], min_prefix: int = 4) -> str:
-    """Redact ``text`` that was cut short: also a secret's first characters at its very end."""
-    text = redact(text, secrets)
-    for value in (v for v in secrets if v):
-        for n in range(min(len(value) - 1, len(text)), min_prefix - 1, -1):
-            if text.endswith(value[:n]):
-                return text[: len(text) - n] + REDACTED
-    return text
 
 
 def _excerpt(exc: urllib.error.HTTPError, limit: int = 300) -> str:
@@ -272,7 +244,7 @@ class AlertmanagerSink:
         headers: dict[str, str] = {}
         secrets = list(self.secrets)
         if self.basic_auth:
-            headers["Authorization"] = _basic(self.basic_auth.reveal())
+            headers["Authorization"] = basic_auth(self.basic_auth.reveal())
             secrets.append(self.basic_auth.reveal())
         elif self.token:
             headers["Authorization"] = f"Bearer {self.token.reveal()}"

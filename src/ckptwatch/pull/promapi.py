@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptwatch import __version__
-from ckptwatch.alerts.sinks import RETRY_BACKOFF_S, _basic, _split_userinfo, redact_cut
 from ckptwatch.errors import PullError
+from ckptwatch.httpclient import RETRY_BACKOFF_S, basic_auth, redact_cut, split_userinfo
 from ckptwatch.safetext import escape_controls
 from ckptwatch.settings import PrometheusSettings, display_url, redact
 
@@ -56,19 +56,19 @@ class PrometheusAPI:
         return display_url(self.base_url.rstrip("/"))
 
     def _headers(self) -> tuple[str, dict[str, str], list[str]]:
-        target, userinfo = _split_userinfo(self.base_url.rstrip("/"))
+        target, userinfo = split_userinfo(self.base_url.rstrip("/"))
         headers = {"User-Agent": f"ckptwatch/{__version__}", "Accept": "application/json",
                    "Content-Type": "application/x-www-form-urlencoded"}
         secrets = list(self.secrets)
         s = self.settings
         if s.basic_auth is not None:
-            headers["Authorization"] = _basic(s.basic_auth.reveal())
+            headers["Authorization"] = basic_auth(s.basic_auth.reveal())
             secrets.append(s.basic_auth.reveal())
         elif s.token is not None:
             headers["Authorization"] = f"Bearer {s.token.reveal()}"
             secrets.append(s.token.reveal())
         elif userinfo:
-            headers["Authorization"] = _basic(userinfo)
+            headers["Authorization"] = basic_auth(userinfo)
             secrets += [userinfo, userinfo.partition(":")[2]]
         return target, headers, secrets
 
