@@ -44,7 +44,9 @@ def test_help_lists_units_and_sweep_parameters(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     for text in ("--pool-bandwidth-gb-s", "--node-mtbf-h", "--bytes-per-rank-gb",
                  "--from-lake", "--sweep PARAM=LO:HI[:N]", "--plot FILE", "pool_bandwidth",
-                 "drive_loss_fraction"):
+                 "drive_loss_fraction", "--objective {cost,overhead}", "--failures FILE",
+                 "--sweep2 P1=LO:HI[:N] P2=LO:HI[:N]", "--checkpoint-timeout-s",
+                 "--gpu-hour-usd", "--pool-fixed-usd", "--strategies"):
         assert text in out
 
 
@@ -91,9 +93,10 @@ def test_json_output_feeds_back_as_config(capsys: pytest.CaptureFixture[str],
 def test_readme_example_sweep_prints_the_flip_and_writes_the_plot(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     png = tmp_path / "plan.png"
-    code, out, err = run_plan(capsys, "--config", str(EXAMPLE),
+    code, out, err = run_plan(capsys, "--config", str(EXAMPLE), "--objective", "overhead",
                               "--sweep", "pool_bandwidth=40:4000", "--plot", str(png))
     assert code == 0, err
+    assert "best: local+replica (by overhead, --objective) — " in out
     assert "where the verdict flips (sweep of pool_bandwidth, 40 GB/s .. 4,000 GB/s):" in out
     assert "pool_bandwidth = 1,691 GB/s: local+replica -> pool   (now 400 GB/s)" in out
     assert "overhead (% of wall time) vs pool_bandwidth:" in out
@@ -172,6 +175,9 @@ def test_from_lake_table_says_what_was_measured(capsys: pytest.CaptureFixture[st
     code, out, _ = run_plan(capsys, "--from-lake", str(lake), "--job", "train-7")
     assert code == 0
     assert out.startswith("measured: job train-7 (pool tier), 6 checkpoints in ")
+    assert "  tail fit over 6 checkpoints: lognormal KS " in out
+    assert "used for timeouts" in out
+    assert "  restart cost: configured (no stg_checkpoint_loads rows for job train-7)" in out
     assert "barrier p50 31.5 s" in out
 
 
@@ -189,6 +195,13 @@ def test_from_lake_table_says_what_was_measured(capsys: pytest.CaptureFixture[st
     (["--tail-factor", "0.5"], "tail_factor must be >= 1 (it is p99/p50)"),
     (["--sweep", "drive_loss_fraction=0:2"], "the sweep of drive_loss_fraction leaves the valid "
      "range: drive_loss_fraction must be in [0, 1] and finite (got 2)"),
+    (["--failures-days", "54"], "--failures-days and --failures-gpus describe a --failures FILE"),
+    (["--failures", "nope.csv"], "failures file nope.csv not found; check --failures"),
+    (["--sweep", "ranks=8:16", "--sweep2", "ranks=8:16", "node_mtbf=1:2"],
+     "--sweep and --sweep2 go one at a time"),
+    (["--strategies", "local,nvme"], "--strategies: unknown strategy nvme; use a "
+     "comma-separated subset of: local, local+replica, pool, tiered"),
+    (["--checkpoint-timeout-s", "-1"], "checkpoint_timeout_s must be >= 0 (0 = no timeout)"),
 ])
 def test_errors_are_one_actionable_line(capsys: pytest.CaptureFixture[str], args: list[str],
                                         message: str) -> None:
@@ -233,3 +246,71 @@ def test_lake_errors_name_path_and_job(capsys: pytest.CaptureFixture[str],
     assert code == 2
     assert "job 'j1' has no checkpoint writes in" in err
     assert "include: train-7" in err
+
+
+BILL_KEYS = {"committed_usd_per_year", "per_unit_usd_per_year", "lost_work_usd_per_year",
+             "timeout_usd_per_year", "total_usd_per_year"}
+LLAMA3 = PROJECT_ROOT / "tests" / "fixtures" / "real" / "failure_stats" / (
+    "llama3_405b_54day_interruptions.csv")
+
+
+def test_json_carries_the_bill_and_says_which_objective(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data = plan_json(capsys)
+    assert (data["objective"], data["objective_reason"]) == ("overhead", "no prices given")
+    for s in data["strategies"]:  # type: ignore[attr-defined]
+        assert set(s) >= BILL_KEYS
+        assert s["total_usd_per_year"] == pytest.approx(
+            sum(s[k] for k in BILL_KEYS - {"total_usd_per_year"}))
+    priced = plan_json(capsys, "--gpu-hour-usd", "3")
+    assert (priced["objective"], priced["objective_reason"]) == ("cost", "prices given")
+    strategies = priced["strategies"]
+    assert isinstance(strategies, list)
+    assert priced["best"] == min(strategies, key=lambda s: s["total_usd_per_year"])["name"]
+    forced = plan_json(capsys, "--gpu-hour-usd", "3", "--objective", "overhead")
+    assert forced["objective_reason"] == "--objective"
+
+
+def test_example_config_prints_the_bill_by_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_plan(capsys, "--config", str(EXAMPLE))
+    assert code == 0, err
+    assert "yearly bill, USD a year:" in out
+    assert "committed  per-unit  lost work  timeouts    total" in out
+    assert "best: local+replica (by cost, prices given) — " in out
+    # the pool's committed cost: 500,000 USD over 5 years + 150,000 USD of staff a year
+    assert "  pool               250,000" in out
+
+
+def test_failures_file_sets_the_node_mtbf(capsys: pytest.CaptureFixture[str]) -> None:
+    data = plan_json(capsys, "--failures", str(LLAMA3), "--failures-days", "54",
+                     "--failures-gpus", "16384")
+    failures = data["failures"]
+    assert isinstance(failures, dict)
+    assert failures["interruptions"] == 419
+    assert failures["fleet_mtbf_s"] / 3600 == pytest.approx(3.09, abs=0.005)
+    inputs = data["inputs"]
+    assert isinstance(inputs, dict)
+    assert inputs["node_mtbf_s"] == pytest.approx(failures["node_mtbf_s"])
+    lo, hi = failures["node_mtbf_ci_s"]
+    assert lo < inputs["node_mtbf_s"] < hi
+    code, out, _ = run_plan(capsys, "--failures", str(LLAMA3), "--failures-days", "54",
+                            "--failures-gpus", "16384", "--node-mtbf-h", "100")
+    assert "419 interruptions in 54 days on 16,384 GPUs (2,048 nodes): one every 3.09 h" in out
+    assert "node MTBF 100 h" in out  # an explicit flag still wins
+
+
+def test_sweep2_map_json_and_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    png = tmp_path / "map.png"
+    data = plan_json(capsys, "--strategies", "local,pool", "--sweep2", "ranks=64:16384:4",
+                     "pool_fixed_cost=100000:5000000:3", "--plot", str(png))
+    assert data["objective"] == "cost"  # a price is swept
+    assert data["compared"] == ["local", "pool"]
+    m = data["sweep2"]
+    assert isinstance(m, dict)
+    assert len(m["best"]) == 3 and {b for row in m["best"] for b in row} == {"local", "pool"}
+    assert len(m["boundary"]) == 3
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, _ = run_plan(capsys, "--strategies", "local,pool", "--sweep2",
+                            "ranks=64:16384:4", "pool_fixed_cost=100000:5000000:3")
+    assert "best strategy by cost over ranks (across" in out
+    assert "LLPP" in out or "LLLP" in out

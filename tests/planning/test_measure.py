@@ -182,3 +182,63 @@ def test_main_tier_is_the_tier_with_more_rank_writes(tmp_path: Path) -> None:
     m = measure_from_lake(tmp_path, "j1")
     assert (m.tier, m.checkpoints, m.ranks, m.gpus_per_node) == ("local", 2, 4, 2)
     assert_is_job_latency(tmp_path, m)
+
+
+def test_barrier_times_feed_the_tail_fit_and_no_restore_view_means_configured(
+        tmp_path: Path) -> None:
+    root = _write_lake(tmp_path)
+    con = connect(root, views=("plan_measurements", "checkpoint_latency"))
+    try:
+        m = measure_from_lake(root, "j1", con=con)
+    finally:
+        con.close()
+    assert m.barrier_s == (20.0, 22.0, 24.0, 26.0, 100.0)
+    assert m.restore_s is None
+    assert m.restart_source.startswith("configured")
+    fit = m.tail_fit()
+    assert fit is not None and fit.n == 5
+    assert {c.family for c in fit.candidates} == {"lognormal", "pareto"}
+    assert all(c.ks_distance is not None for c in fit.candidates)
+    inputs = calibrate(PlanInputs(), m)
+    assert inputs.pool_tail == fit.best
+    assert inputs.restart_pool_s == PlanInputs().restart_pool_s
+    assert json.dumps(m.to_dict())  # JSON-ready
+
+
+def test_measured_restores_set_the_restart_cost(tmp_path: Path) -> None:
+    """``stg_checkpoint_loads`` (helper C's view) seeded on the connection: per step the slowest
+    rank's load is one restore; the median over steps is the restart cost of that tier."""
+    root = _write_lake(tmp_path)
+    con = connect(root, views=("plan_measurements", "checkpoint_latency"))
+    con.execute("""
+        create or replace view stg_checkpoint_loads as
+        select * from (values
+            ('j1', 1, 0, 'n0', 'pool', 40.0), ('j1', 1, 1, 'n0', 'pool', 55.0),
+            ('j1', 2, 0, 'n0', 'pool', 70.0), ('j1', 2, 1, 'n1', 'pool', 65.0),
+            ('j1', 3, 0, 'n0', 'pool', 90.0),
+            ('j2', 1, 0, 'n0', 'local', 5.0)
+        ) as t(job_id, step, rank, node, tier, duration_s)
+    """)
+    try:
+        m = measure_from_lake(root, "j1", con=con)
+    finally:
+        con.close()
+    # restores: step 1 -> 55, step 2 -> 70, step 3 -> 90; median 70
+    assert (m.restore_s, m.restore_tier, m.restores) == (70.0, "pool", 3)
+    assert m.restart_source.startswith("measured: median of 3 restores")
+    assert calibrate(PlanInputs(), m).restart_pool_s == 70.0
+
+
+def test_restores_from_the_lakes_checkpoint_loads_table(tmp_path: Path) -> None:
+    """End to end through helper C's ``stg_checkpoint_loads`` over a seeded
+    ``checkpoint_loads`` table: two restores of 30 and 50 s (slowest rank each) -> 40 s."""
+    root = _write_lake(tmp_path)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    rows = [{"job_id": "j1", "step": step, "rank": rank, "node": "n0", "tier": "pool",
+             "start_ts": start, "end_ts": start + timedelta(seconds=d), "duration_s": d,
+             "bytes": 2_000_000_000}
+            for step, durations in ((1, (20.0, 30.0)), (2, (50.0, 10.0)))
+            for rank, d in enumerate(durations)]
+    seed(root, "checkpoint_loads", rows, part="0")
+    m = measure_from_lake(root, "j1")
+    assert (m.restore_s, m.restore_tier, m.restores) == (40.0, "pool", 2)

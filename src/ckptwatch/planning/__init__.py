@@ -1,2 +1,3 @@
-"""Capacity planning: the lost-work model of local, pool and tiered checkpointing, sweeps and the
-verdict's flip points, calibration from the lake, plots."""
+"""Capacity planning: the lost-work model of local, pool and tiered checkpointing, the yearly bill,
+barrier-time tails and timeouts, failure rates from interruption logs, sweeps and the verdict's
+flip points (one and two parameters), calibration from the lake, plots."""

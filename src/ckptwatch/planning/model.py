@@ -24,15 +24,24 @@ the others roll back to the last checkpoint. :func:`two_level_wall_time` solves 
 (first-step analysis over the ``k`` segments of a block; closed form, see its docstring) and
 reduces to Daly's formula for ``k = 1``.
 
+Timeouts (:func:`with_timeouts`). A checkpoint whose barrier outlasts ``checkpoint_timeout_s``
+kills the job: it costs the wait, a restart and the segment's work. Its probability ``q`` per
+checkpoint comes from the tier's barrier-time tail (:mod:`ckptwatch.planning.tails`: a Pareto
+tail through p50 and p99 by default, or fitted to measured barriers); the wall time becomes
+``T' = (T + q (timeout + R) / tau) / (1 - q)`` and the interval is optimised with it.
+
 Definitions used in every output (see ``docs/planning.md``):
 
-- ``overhead_fraction`` = ``1 - 1/T``: the fraction of wall-clock time that is not useful
+- ``overhead_fraction`` = ``1 - 1/T'``: the fraction of wall-clock time that is not useful
   training (checkpoint writes, work redone after failures, restarts).
 - ``lost_gpu_hours_per_year`` = ``overhead_fraction * GPUs * 8760``: GPU-hours of a job that runs
   all year and spends that fraction of its time not training.
 - ``lost_work_per_failure_s`` = wall time lost per failure (work redone since the last surviving
   checkpoint, re-written checkpoints, restart): ``(T - 1 - c) * M / T`` where ``c`` is the
-  first-time checkpoint cost per second of work and ``T / M`` the failures per second of work.
+  first-time checkpoint cost per second of work and ``T / M`` the failures per second of work
+  (``T`` without timeouts: this is the exponential failures' loss).
+- ``timeout_fraction`` = ``1 - T/T'``, the part of the overhead spent on timeouts;
+  ``timeouts_per_year`` = ``q / (1 - q) / (T' tau)`` a second, times a year.
 
 Checkpoint cost per strategy. ``checkpoint_s_p50`` is the nominal barrier time (the slowest
 rank's write at nominal bandwidth); ``checkpoint_s_p99 = p50 * tail factor``; the cost charged
@@ -62,6 +71,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ckptwatch.errors import PlanInputError
+from ckptwatch.planning.tails import BarrierTail, tail_from_factor, timeout_probability
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,6 +79,7 @@ if TYPE_CHECKING:
 
 STRATEGIES: tuple[str, ...] = ("local", "local+replica", "pool", "tiered")
 HOURS_PER_YEAR = 8760.0
+SECONDS_PER_YEAR = HOURS_PER_YEAR * 3600.0
 #: Largest ``k`` (local snapshots per pool copy) the ``tiered`` optimiser considers.
 TIERED_K_MAX = 10_000
 #: Exponents above this are clipped: the wall time is astronomically large there anyway.
@@ -113,6 +124,32 @@ class PlanInputs:
     local_tail_factor: float = 1.2
     #: ``local`` strategy only: work between off-node copies that survive a drive loss.
     offnode_copy_interval_s: float = 86400.0
+    #: A checkpoint barrier longer than this kills the job (0: no timeout). Default: PyTorch's
+    #: NCCL process-group timeout (10 min), the watchdog that fires when ranks wait too long.
+    checkpoint_timeout_s: float = 600.0
+    # Prices (US dollars; see docs/planning.md "The yearly bill" for the sources).
+    #: Price of one GPU-hour (lost work is charged at it).
+    gpu_hour_usd: float = 2.0
+    #: Committed cost of the pool: controllers, enclosures, fabric ports, software licence.
+    pool_fixed_usd: float = 500_000.0
+    #: Operations staff a pool needs, per year (the essay's "standing meeting").
+    pool_staff_usd_per_year: float = 150_000.0
+    #: Life over which purchases are amortised.
+    amortisation_years: float = 5.0
+    #: Pool capacity, per usable TB (1e12 bytes).
+    pool_usd_per_tb: float = 150.0
+    #: Pool bandwidth, per GB/s of aggregate write bandwidth (controller and port capacity).
+    pool_usd_per_gb_s: float = 1_000.0
+    #: Node-local NVMe, per TB (bought on every node).
+    local_usd_per_tb: float = 100.0
+    #: Checkpoints kept at once (capacity = this x the checkpoint, per copy).
+    retained_checkpoints: int = 2
+    #: How the pool grows when ``ranks`` changes in a sweep: bandwidth x (ranks ratio) ** this
+    #: (1 = bought in proportion to the job, 0 = a fixed pool).
+    pool_scale_exponent: float = 1.0
+    #: Barrier-time tails (relative to the median); None: from the tail factors (Pareto).
+    pool_tail: BarrierTail | None = None
+    local_tail: BarrierTail | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -156,6 +193,16 @@ class PlanInputs:
             ("tail_factor", self.tail_factor >= 1.0, ">= 1 (it is p99/p50)"),
             ("local_tail_factor", self.local_tail_factor >= 1.0, ">= 1 (it is p99/p50)"),
             ("offnode_copy_interval_s", self.offnode_copy_interval_s > 0, "> 0"),
+            ("checkpoint_timeout_s", self.checkpoint_timeout_s >= 0, ">= 0 (0 = no timeout)"),
+            ("gpu_hour_usd", self.gpu_hour_usd >= 0, ">= 0"),
+            ("pool_fixed_usd", self.pool_fixed_usd >= 0, ">= 0"),
+            ("pool_staff_usd_per_year", self.pool_staff_usd_per_year >= 0, ">= 0"),
+            ("amortisation_years", self.amortisation_years > 0, "> 0"),
+            ("pool_usd_per_tb", self.pool_usd_per_tb >= 0, ">= 0"),
+            ("pool_usd_per_gb_s", self.pool_usd_per_gb_s >= 0, ">= 0"),
+            ("local_usd_per_tb", self.local_usd_per_tb >= 0, ">= 0"),
+            ("retained_checkpoints", self.retained_checkpoints >= 1, ">= 1"),
+            ("pool_scale_exponent", 0.0 <= self.pool_scale_exponent <= 1.0, "in [0, 1]"),
         ]
         for field_name, ok, rule in checks:
             value = getattr(self, field_name)
@@ -171,9 +218,17 @@ class PlanInputs:
         changes: dict[str, Any] = dict(values)
         return replace(self, **changes)
 
+    def tail(self, tier: str) -> BarrierTail:
+        """The barrier-time tail of a tier (``pool`` or ``local``): measured, else from its
+        tail factor."""
+        if tier == "pool":
+            return self.pool_tail or tail_from_factor(self.tail_factor)
+        return self.local_tail or tail_from_factor(self.local_tail_factor)
+
     def to_dict(self) -> dict[str, float | int]:
-        """The inputs as a JSON-ready mapping (SI units; keys are the field names)."""
-        return asdict(self)
+        """The inputs as a JSON-ready mapping (SI units; keys are the field names; the tails
+        are reported under ``tails``)."""
+        return {k: v for k, v in asdict(self).items() if k not in NON_PARAMETER_FIELDS}
 
     def derived(self) -> dict[str, float | int]:
         """Quantities derived from the inputs, for reports."""
@@ -261,8 +316,37 @@ PARAMETERS: dict[str, Parameter] = {
         Parameter("offnode_copy_interval", "offnode_copy_interval_s", "offnode_copy_interval_h",
                   "h", 3600.0, False,
                   "'local' only: work between off-node copies that survive a drive loss, hours"),
+        Parameter("checkpoint_timeout", "checkpoint_timeout_s", "checkpoint_timeout_s", "s",
+                  1.0, False, "a checkpoint barrier longer than this kills the job, seconds "
+                  "(0 = none; default: PyTorch's 10 min NCCL timeout)"),
+        Parameter("gpu_hour_price", "gpu_hour_usd", "gpu_hour_usd", "USD", 1.0, False,
+                  "price of a GPU-hour, USD (2025 H100 rental is ~2-3)"),
+        Parameter("pool_fixed_cost", "pool_fixed_usd", "pool_fixed_usd", "USD", 1.0, False,
+                  "committed cost of the pool (controllers, enclosures, fabric ports, "
+                  "software), USD"),
+        Parameter("pool_staff_cost", "pool_staff_usd_per_year", "pool_staff_usd_per_year",
+                  "USD", 1.0, False, "operations staff the pool needs, USD a year"),
+        Parameter("amortisation", "amortisation_years", "amortisation_years", "years", 1.0,
+                  False, "life over which purchases are amortised, years"),
+        Parameter("pool_capacity_price", "pool_usd_per_tb", "pool_usd_per_tb", "USD", 1.0,
+                  False, "pool capacity, USD per usable TB"),
+        Parameter("pool_bandwidth_price", "pool_usd_per_gb_s", "pool_usd_per_gb_s", "USD", 1.0,
+                  False, "pool bandwidth, USD per GB/s"),
+        Parameter("local_capacity_price", "local_usd_per_tb", "local_usd_per_tb", "USD", 1.0,
+                  False, "node-local NVMe, USD per TB"),
+        Parameter("retained_checkpoints", "retained_checkpoints", "retained_checkpoints", "",
+                  1.0, True, "checkpoints kept at once (sizes every copy's capacity)"),
+        Parameter("pool_scale_exponent", "pool_scale_exponent", "pool_scale_exponent", "", 1.0,
+                  False, "sweeping ranks buys pool bandwidth x (ranks ratio)^this "
+                  "(1 = in proportion, 0 = fixed pool)"),
     )
 }
+#: PlanInputs fields that are not user parameters (set from measurements only).
+NON_PARAMETER_FIELDS: frozenset[str] = frozenset({"pool_tail", "local_tail"})
+#: Price inputs: when any is given, ``best`` is chosen by cost unless --objective says not.
+PRICE_FIELDS: tuple[str, ...] = ("gpu_hour_usd", "pool_fixed_usd", "pool_staff_usd_per_year",
+                                 "amortisation_years", "pool_usd_per_tb", "pool_usd_per_gb_s",
+                                 "local_usd_per_tb")
 PARAMETER_BY_FIELD: dict[str, Parameter] = {p.field: p for p in PARAMETERS.values()}
 
 
@@ -276,10 +360,20 @@ def parameter(name: str) -> Parameter:
 
 
 def with_value(inputs: PlanInputs, name: str, si_value: float) -> PlanInputs:
-    """A copy of ``inputs`` with one parameter (by any of its names) set to an SI value."""
+    """A copy of ``inputs`` with one parameter (by any of its names) set to an SI value.
+
+    Changing ``ranks`` buys the pool as a purchase would: its bandwidth is multiplied by
+    ``(new ranks / old ranks) ** pool_scale_exponent`` (its capacity follows the checkpoint
+    size anyway; the NIC and the local drives are per node). The committed cost stays fixed.
+    """
     p = parameter(name)
     value: float | int = round(si_value) if p.integer else float(si_value)
-    return inputs.updated({p.field: value})
+    changes: dict[str, float | int] = {p.field: value}
+    if p.field == "ranks" and inputs.pool_scale_exponent > 0.0:
+        ratio = float(value) / inputs.ranks
+        changes["pool_bandwidth_bytes_s"] = (inputs.pool_bandwidth_bytes_s
+                                             * ratio ** inputs.pool_scale_exponent)
+    return inputs.updated(changes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -514,6 +608,12 @@ class StrategyResult:
     lost_work_per_failure_s: float
     overhead_fraction: float
     lost_gpu_hours_per_year: float
+    #: P(barrier > checkpoint_timeout_s) per checkpoint, from the tier's tail.
+    timeout_probability: float = 0.0
+    #: Expected checkpoints per year that time out and kill the job.
+    timeouts_per_year: float = 0.0
+    #: Part of ``overhead_fraction`` spent on timeouts (their lost work, wait and restart).
+    timeout_fraction: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping; the key names are a contract (see docs/planning.md)."""
@@ -527,6 +627,33 @@ def finite_or_none(v: Any) -> Any:
     return v
 
 
+def with_timeouts(wall: npt.ArrayLike, tau: npt.ArrayLike, q: float,
+                  timeout_s: float, restart_s: float) -> npt.NDArray[np.float64]:
+    """Wall time per second of work once checkpoints can time out (vectorised).
+
+    Each checkpoint independently outlasts the timeout with probability ``q``; the job is then
+    killed at the timeout, restarts (``restart_s``) and redoes the segment. With ``X = T tau``
+    the expected time to get one segment of ``tau`` work and its checkpoint through the
+    exponential failures, the number of attempts is geometric, so the segment takes
+    ``(X + q (timeout + R)) / (1 - q)`` and
+
+        T' = (T + q (timeout + R) / tau) / (1 - q)
+
+    exactly, under the stated assumption that the timeout's wait and restart are not themselves
+    interrupted by failures (they are short next to the MTBF). A timeout rolls back one segment
+    only: the local copies are intact.
+    """
+    import numpy as np
+
+    t = np.asarray(wall, dtype=np.float64)
+    if q <= 0.0:
+        return t
+    if q >= 1.0:
+        return np.full_like(t, np.inf)
+    return np.asarray((t + q * (timeout_s + restart_s) / np.asarray(tau)) / (1.0 - q),
+                      dtype=np.float64)
+
+
 def _minimise_tau(fn: Callable[[float], float], lo: float, hi: float) -> float:
     from scipy.optimize import minimize_scalar
 
@@ -535,7 +662,8 @@ def _minimise_tau(fn: Callable[[float], float], lo: float, hi: float) -> float:
     return float(math.exp(res.x))
 
 
-def _optimise_tiered(lv: _Levels, mtbf: float) -> tuple[float, int]:
+def _optimise_tiered(lv: _Levels, mtbf: float, q: float = 0.0,
+                     timeout_s: float = 0.0) -> tuple[float, int]:
     """Best (tau, integer k): grid over (log tau, log k), zoom, then Brent on tau for k's floor
     and ceiling."""
     import numpy as np
@@ -543,9 +671,10 @@ def _optimise_tiered(lv: _Levels, mtbf: float) -> tuple[float, int]:
     delta = lv.cost.cost_s
 
     def wall(tau: npt.ArrayLike, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        return two_level_wall_time(tau, delta, mtbf, k=k, delta_durable=lv.delta_durable,
+        base = two_level_wall_time(tau, delta, mtbf, k=k, delta_durable=lv.delta_durable,
                                    restart=lv.restart, restart_severe=lv.restart_severe,
                                    severe_fraction=lv.severe_fraction)
+        return with_timeouts(base, np.broadcast_to(tau, base.shape), q, timeout_s, lv.restart)
 
     lo, hi = _interval_bounds(delta, mtbf)
     u_lo, u_hi = math.log(lo), math.log(hi)
@@ -582,25 +711,35 @@ def evaluate_strategy(name: str, inputs: PlanInputs) -> StrategyResult:
     mtbf = inputs.job_mtbf_s
     delta = lv.cost.cost_s
     f = lv.severe_fraction
+    timeout_s = inputs.checkpoint_timeout_s
+    q = timeout_probability(inputs.tail("pool" if name == "pool" else "local"), lv.cost.p50_s,
+                            timeout_s)
 
-    def wall(tau: float, k: float) -> float:
+    def base_wall(tau: float, k: float) -> float:
         return float(two_level_wall_time(
             tau, delta, mtbf, k=k, delta_durable=lv.delta_durable, restart=lv.restart,
             restart_severe=lv.restart_severe, severe_fraction=f))
 
+    def wall(tau: float, k: float) -> float:
+        return float(with_timeouts(base_wall(tau, k), tau, q, timeout_s, lv.restart))
+
     k: float
     if lv.k_of_tau is None:
-        tau, k_int = _optimise_tiered(lv, mtbf)
+        tau, k_int = _optimise_tiered(lv, mtbf, q, timeout_s)
         k = float(k_int)
     else:
         k_of_tau = lv.k_of_tau
         lo, hi = _interval_bounds(delta, mtbf)
         tau = _minimise_tau(lambda t: wall(t, k_of_tau(t)), lo, hi)
         k = k_of_tau(tau)
+    t_base = base_wall(tau, k)
     t_val = wall(tau, k)
     ckpt_per_work = (k * delta + lv.delta_durable) / (k * tau)
-    lost = lost_work_per_failure(t_val, ckpt_per_work, mtbf)
+    lost = lost_work_per_failure(t_base, ckpt_per_work, mtbf)
     overhead = overhead_fraction(t_val)
+    timeout_fraction = 1.0 - t_base / t_val if math.isfinite(t_val) else 1.0
+    timeouts = (q / (1.0 - q) / (t_val * tau) * SECONDS_PER_YEAR
+                if q < 1.0 and math.isfinite(t_val) else math.inf)
     return StrategyResult(
         name=name,
         checkpoint_s_p50=lv.cost.p50_s,
@@ -615,6 +754,9 @@ def evaluate_strategy(name: str, inputs: PlanInputs) -> StrategyResult:
         lost_work_per_failure_s=lost,
         overhead_fraction=overhead,
         lost_gpu_hours_per_year=overhead * inputs.n_gpus * HOURS_PER_YEAR,
+        timeout_probability=q,
+        timeouts_per_year=timeouts,
+        timeout_fraction=timeout_fraction,
     )
 
 
