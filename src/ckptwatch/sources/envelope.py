@@ -26,6 +26,8 @@ from ckptwatch.sources import load_all
 from ckptwatch.sources.base import (
     BULK_PARSERS,
     INPUT_ERRORS,
+    JSON_BULK_PARSERS,
+    LONG_DIGITS,
     TOOL_FORMATS,
     Parsed,
     Reject,
@@ -33,6 +35,7 @@ from ckptwatch.sources.base import (
     clip_raw,
     detect_tool,
     load_json,
+    quick_json,
     safe_text,
 )
 
@@ -249,10 +252,13 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     Keys other than the envelope's own (``ENVELOPE_KEYS``) are not read; they are listed in a
     note on the file, never fatal.
 
-    Envelopes of a text format with a bulk parser (``BULK_PARSERS``: ethtool, perfquery) are
-    parsed together, in polars, after the line loop; the rest one by one. Either way a file
-    gives the same rows, in the same order, and the same rejects (``bulk=False`` parses every
-    envelope one by one: the reference the tests hold the bulk path to).
+    Envelopes of a text format with a bulk parser (``BULK_PARSERS``: ethtool, perfquery, …)
+    and JSON outputs of a format with one (``JSON_BULK_PARSERS``: smartctl, nvme-cli
+    smart-log, the OCP log; ``json_bulk``) are parsed together, in polars, after the line
+    loop; the rest one by one. Lines are read with orjson where it reads them as ``json`` does
+    (``base.quick_json``). Either way a file gives the same rows, in the same order, and the
+    same rejects (``bulk=False`` reads every line with ``json`` and parses every envelope one
+    by one: the reference the tests hold the bulk path to).
     """
     _load_formats()
     out = Parsed()
@@ -260,11 +266,14 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     extra: dict[str, int] = {}
     aside = _Bulk()
     lines = data.decode("utf-8", errors="replace").split("\n")
+    # lines orjson may read (``quick_json``); bulk=False reads every line with ``json``
+    quick = pl.Series(lines, dtype=pl.String).str.contains(LONG_DIGITS).not_().to_list() \
+        if bulk else [False] * len(lines)
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            env = load_json(line, one_line=True)
+            env = quick_json(line) if quick[i - 1] else load_json(line, one_line=True)
             if not isinstance(env, dict):
                 raise RecordError(f"expected a JSON object, got {type(env).__name__}")
             for key in env:
@@ -279,6 +288,8 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
             if "collected_at" not in env:
                 raise RecordError("envelope has no 'collected_at'")
             if bulk and aside.take(i, line, env, node):
+                if len(aside.rows) >= _BULK_CHUNK:  # parsed now: the objects held stay few
+                    aside.flush(lines, rows, out)
                 continue
             try:
                 ts = parse_time(env["collected_at"])
@@ -295,8 +306,9 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
             _accumulate(rows, parse_tool_output(output, ctx), i)
         except RecordError as exc:
             out.rejects.append(Reject(safe_text(exc.reason), i, clip_raw(line)))
-    if aside.rows:
-        bulk_frames = aside.parse(lines, rows, out)
+    aside.flush(lines, rows, out)
+    if aside.taken:
+        bulk_frames = aside.frames
         out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
         first = {t: min(row["__line"] for row in r) for t, r in rows.items() if r}
         for t, frames in bulk_frames.items():
@@ -323,6 +335,10 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     return out
 
 
+#: Envelopes set aside at most before they are parsed (a JSON object held costs several times
+#: its text: memory stays bounded on a large file).
+_BULK_CHUNK = 8192
+
 #: ``collected_at`` spellings read in bulk (others go through ``parse_time`` one by one):
 #: ``2026-11-28T00:00:07Z`` with optional milli- or microseconds, ``Z`` or ``+00:00``.
 _BULK_TIME = (r"^\d{4}-\d{2}-\d{2}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{3}|\.\d{6})?"
@@ -333,16 +349,36 @@ class _Bulk:
     """Envelopes set aside by ``read_envelopes`` for a bulk parser, and their parse."""
 
     def __init__(self) -> None:
-        #: (line, node, collected_at, source, device, port, output) per envelope set aside
-        self.rows: list[tuple[int, str, str, str, str | None, str | None, str]] = []
+        #: (line, node, collected_at, source, device, port, output) per envelope set aside;
+        #: output None: a JSON object, kept in ``docs``
+        self.rows: list[tuple[int, str, str, str, str | None, str | None, str | None]] = []
+        self.docs: dict[int, dict[str, Any]] = {}
+        #: envelopes set aside so far, and the frames of those parsed (``flush``)
+        self.taken = 0
+        self.frames: dict[str, list[pl.DataFrame]] = {}
+
+    def flush(self, lines: list[str], rows: dict[str, list[dict[str, Any]]],
+              out: Parsed) -> None:
+        """Parse the envelopes set aside since the last flush (``parse``) and keep their
+        frames."""
+        if self.rows:
+            for table, frames in self.parse(lines, rows, out).items():
+                self.frames.setdefault(table, []).extend(frames)
+            self.taken += len(self.rows)
+            self.rows, self.docs = [], {}
 
     def take(self, i: int, line: str, env: dict[str, Any], node: str) -> bool:
         """Set envelope ``env`` (line ``i``, checked up to its ``collected_at``) aside when a
-        bulk parser reads it: text output of a source with one, and nothing a bulk parse might
+        bulk parser reads it: text output of a source with one (``BULK_PARSERS``), or a JSON
+        object of a source with one (``JSON_BULK_PARSERS``), and nothing a bulk parse might
         read differently (a ``\\u`` escape can make a lone surrogate)."""
         output, source, at = env["output"], env.get("source"), env["collected_at"]
-        if (type(output) is not str or type(source) is not str or type(at) is not str
-                or source not in BULK_PARSERS or "\\u" in line):
+        if type(source) is not str or type(at) is not str or "\\u" in line:
+            return False
+        if type(output) is dict and source in JSON_BULK_PARSERS:
+            self.docs[i] = output
+            output = None
+        elif type(output) is not str or source not in BULK_PARSERS:
             return False
         dev, port = env.get("device"), env.get("port")  # text here is valid UTF-8 (no \\u)
         self.rows.append((i, safe_text(node.strip()), at, source,
@@ -383,10 +419,15 @@ class _Bulk:
             env = env.filter(pl.col("ts").is_not_null())
         frames: dict[str, list[pl.DataFrame]] = {}
         declined: list[int] = []
-        for (source,), group in env.partition_by("source", as_dict=True,
-                                                 maintain_order=True).items():
-            found, no = BULK_PARSERS[str(source)](group.select(
-                pl.col("__line").alias("__env"), "output", "device", "port"))
+        env = env.with_columns(pl.col("output").is_null().alias("__json"))
+        for (source, is_json), group in env.partition_by("source", "__json", as_dict=True,
+                                                         maintain_order=True).items():
+            given = group.select(pl.col("__line").alias("__env"), "output", "device", "port")
+            if is_json:
+                found, no = JSON_BULK_PARSERS[str(source)](
+                    given.drop("output"), [self.docs[i] for i in given["__env"]])
+            else:
+                found, no = BULK_PARSERS[str(source)](given)
             declined += no.to_list()
             ctx_cols = group.select(pl.col("__line").alias("__env"), "ts", "node", "source")
             for table, part in found.items():
@@ -404,6 +445,8 @@ class _Bulk:
                 by_line[i] = (node, ts, source, dev, port, output)
             for i in sorted(by_line):
                 node, ts, source, dev, port, output = by_line[i]
+                if output is None:
+                    output = self.docs[i]
                 ctx = ToolContext(node=node, ts=ts, source=source, device=dev, port=port)
                 try:
                     result = parse_tool_output(output, ctx)

@@ -8,6 +8,7 @@ it), the device's model, serial and firmware, and smartctl's exit status. One ro
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -56,11 +57,13 @@ HEALTH_LOG_METRICS: dict[str, tuple[str, float]] = {
 _NVME_NAMESPACE = re.compile(r"(nvme\d+)(?:n\d+(?:p\d+)?)?")
 
 
+@functools.lru_cache(maxsize=4096)
 def nvme_device_name(name: str) -> str:
     """Short kernel name of an NVMe controller: ``/dev/nvme0n1`` -> ``nvme0``.
 
     SMART is per controller, so a namespace or partition name maps to its controller. Other
     names lose ``/dev/`` and any directory part (``IOService:/…/NS_01@1`` -> ``NS_01@1``).
+    Cached: every envelope of a drive names it again.
     """
     s = name.strip()
     if s.startswith("/dev/"):
