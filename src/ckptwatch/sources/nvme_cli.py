@@ -24,8 +24,16 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import (
+    PLAIN_TEXT,
+    ToolContext,
+    int_text_as_float,
+    register_bulk,
+    register_tool,
+)
 from ckptwatch.sources.smartctl import DATA_UNIT_BYTES, nvme_device_name
 from ckptwatch.sources.textkv import iter_lines, label_key, parse_int, parse_number, shorten
 
@@ -360,6 +368,143 @@ def parse_ocp_smart(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, A
         raise RecordError("no OCP / vendor extended SMART field recognised (expected e.g. "
                           "'Physical media units written', 'Percent free blocks')")
     return {"nvme_smart": _rows(ctx, _device(ctx, "OCP smart-add-log"), values)}
+
+
+#: The parts of an OCP text value (``_VALUE``'s groups, anchored) the bulk path reads; other
+#: numbers (a nonzero 128-bit high word, long hex, misplaced commas, more than 290 digits: a
+#: scaled value that may not fit a float) are declined to ``parse_ocp_smart``.
+_BULK_INT = r"^[0-9]{1,290}$"
+_BULK_GROUPED = r"^[0-9]{1,3}(?:,[0-9]{3})+$"
+_BULK_FLOAT = r"^[0-9]+\.[0-9]+$"
+_BULK_HEX = r"^0[xX][0-9a-fA-F]{1,13}$"
+_BULK_ERROR = r"^(?:\s*(?:ERROR|Error|error)\b|.*\b(?:not supported|unsupported)\b)"
+
+
+def _ocp_number(num: pl.Expr, lo: pl.Expr, unit: pl.Expr) -> pl.Expr:
+    """``_text_value`` in polars: the value of one OCP text number, null where the bulk path
+    does not vouch for it (the envelope is then declined)."""
+    grouped = num.str.contains(_BULK_GROUPED) & (num.str.len_chars() <= 390)
+    digits = pl.when(grouped).then(num.str.replace_all(",", "", literal=True)).otherwise(num)
+    as_int = (pl.when(lo.is_not_null()).then(pl.when(num.str.contains(r"^0+$")
+                                                     & lo.str.contains(_BULK_INT)).then(lo))
+              .when(digits.str.contains(_BULK_INT)).then(digits))
+    is_float = lo.is_null() & num.str.contains(_BULK_FLOAT) & (num.str.len_chars() <= 290)
+    is_hex = lo.is_null() & num.str.contains(_BULK_HEX)
+    value = (pl.when(as_int.is_not_null()).then(int_text_as_float(as_int))
+             .when(is_float).then(num.cast(pl.Float64, strict=False))
+             .when(is_hex).then(num.str.slice(2).str.to_integer(base=16, strict=False)
+                                .cast(pl.Float64)))
+    scale = unit.str.to_lowercase().replace_strict(
+        [k for k in _UNITS if k not in ("", "b")], [float(v) for k, v in _UNITS.items()
+                                                   if k not in ("", "b")],
+        default=1.0, return_dtype=pl.Float64)
+    # ``float(round(num * unit))`` for a byte unit; ``float(num)`` for none or ``%``
+    scaled = unit.is_not_null() & (unit != "%")
+    return pl.when(scaled).then((value * scale).round(0)).otherwise(value)
+
+
+def _ocp_layout(lines: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    r"""``lines`` (``__s``: one line each) with what ``_LINE`` and ``ocp_metric`` make of it:
+    ``__err`` (an error line, ``_ERROR_LINE``), ``__code`` (the index of its metric in the
+    returned list; null: the line gives none), ``__vl`` (its value text's length, stripped).
+
+    ``_LINE`` runs once per distinct layout, not per line: a line's layout is the line
+    without its trailing blanks and with its last run of digits read as "9". That changes
+    neither whether ``_LINE`` matches nor its label nor where the value starts: trailing
+    blanks only ever fall in ``_LINE``'s last ``\s*``; every part of ``_LINE`` a trailing
+    digit run can fall in takes one digit as it takes many; and a value starts after a
+    separator, never inside a run of digits. The value text is then the line's own, from
+    that place on (``_ocp_values``).
+    """
+    body = pl.col("__s").str.strip_chars_end(" \t")  # without the trailing blanks
+    head = body.str.strip_chars_end("0123456789")  # and without the last run of digits
+    lines = lines.with_columns(
+        head.alias("__k"), (body.str.len_bytes().cast(pl.Int64)
+                            - head.str.len_bytes().cast(pl.Int64)).alias("__dl"))
+    layouts = lines.select("__k", (pl.col("__dl") > 0).alias("__d")).unique().with_columns(
+        pl.when("__d").then(pl.col("__k") + "9").otherwise(pl.col("__k")).alias("__l"))
+    layouts = layouts.with_columns(
+        pl.col("__l").str.contains(_BULK_ERROR).alias("__err"),
+        pl.col("__l").str.extract_groups(_LINE.pattern).alias("__m")).unnest("__m")
+    labels = layouts["label"].drop_nulls().unique().to_list()
+    metrics = [ocp_metric(label) for label in labels]
+    known = sorted({m for m in metrics if m is not None})
+    codes = pl.Series([known.index(m) if m is not None else None for m in metrics],
+                      dtype=pl.Int64)
+    layouts = layouts.select(
+        "__k", "__d", "__err",
+        pl.col("label").replace_strict(labels, codes, default=None, return_dtype=pl.Int64)
+        .alias("__code"),
+        pl.col("value").str.strip_chars_end().str.len_bytes().cast(pl.Int64).alias("__vl"))
+    lines = lines.with_columns((pl.col("__dl") > 0).alias("__d")).join(
+        layouts, on=["__k", "__d"], how="left", maintain_order="left")
+    # the value text's length in the line itself: its digits for the layout's "9"
+    return lines.with_columns(
+        (pl.col("__vl") + (pl.col("__dl") - 1).clip(0)).alias("__vl")
+    ).drop("__k", "__d", "__dl"), known
+
+
+def _ocp_values(fields: pl.DataFrame) -> pl.Series:
+    """``_text_value`` of each line's value (its last ``__vl`` characters, blanks aside):
+    null where the bulk path does not vouch for it. Plain decimal text is read at once;
+    ``_VALUE`` runs on the rest."""
+    fields = fields.select(pl.col("__s").str.strip_chars_end().str.tail(pl.col("__vl"))
+                           .alias("__text"))
+    plain = pl.col("__text").str.contains(_BULK_INT)
+    simple = fields.select(pl.when(plain).then(int_text_as_float(pl.col("__text"))))
+    other = fields.filter(~plain)
+    if not other.height:
+        return simple.to_series()
+    parts = pl.col("__text").str.extract_groups("^(?:" + _VALUE.pattern + ")$")
+    read = other.select(parts.alias("__v")).unnest("__v").select(
+        _ocp_number(pl.col("num"), pl.col("lo"), pl.col("unit")))
+    return simple.to_series().scatter(
+        fields.select(pl.arg_where(~plain)).to_series(), read.to_series())
+
+
+@register_bulk(OCP_SOURCE)
+def parse_ocp_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_ocp_smart`` over many text envelopes at once (see ``base.BulkParser``).
+
+    Declined, for ``parse_ocp_smart`` to handle one by one: text that is not plain ASCII, no
+    envelope ``device``, an error printed instead of the log, Intel's and Seagate's own
+    tables, a number the bulk path does not read (see ``_ocp_number``), no field recognised.
+    """
+    plain = env.select(
+        pl.col("output").str.contains(PLAIN_TEXT) & (pl.col("device") != "").fill_null(False)
+        & ~pl.col("output").str.contains(_INTEL, literal=True)
+        & ~pl.col("output").str.contains(_SEAGATE, literal=True)).to_series()
+    take = env.filter(plain)
+    lines = take.select(
+        "__env", pl.col("output").str.contains(_SKHYNIX, literal=True).alias("__skh"),
+        pl.col("output").str.split("\n").alias("__s"),
+    ).explode("__s").filter(pl.col("__s").str.strip_chars() != "").with_row_index("__pos")
+    if not lines.height:  # no lines at all: parse_ocp_smart says what is wrong
+        return {}, env["__env"]
+    lines, known = _ocp_layout(lines)
+    # nvme-cli printed only errors: parse_ocp_smart says so
+    errors = lines.group_by("__env").agg(pl.col("__err").all()).filter("__err")["__env"]
+    # the first line of each metric gives its value; later ones are not read
+    fields = lines.filter(pl.col("__code").is_not_null()).filter(
+        (pl.col("__env") * (len(known) + 1) + pl.col("__code")).is_first_distinct())
+    fields = fields.with_columns(_ocp_values(fields).alias("__value"))
+    bad = pl.concat([errors, fields.filter(pl.col("__value").is_null())["__env"]]).unique()
+    metric = pl.lit(pl.Series(known, dtype=pl.String)).gather(pl.col("__code"))
+    good = fields.filter(~pl.col("__env").is_in(bad.implode())
+                         & ~(pl.col("__skh") & metric.is_in(["media_written_bytes",
+                                                             "media_read_bytes"])))
+    declined = pl.concat([env.filter(~plain)["__env"], bad,
+                          take.filter(~pl.col("__env").is_in(good["__env"].implode()))["__env"]]
+                         ).unique()
+    devices = take.select("__env", "device")
+    names = devices["device"].unique().to_list()
+    rows = good.join(devices, on="__env", how="left", maintain_order="left").select(
+        "__env", pl.col("__pos").cast(pl.Int64).alias("__idx"),
+        pl.col("device").replace_strict(names, [nvme_device_name(n) for n in names],
+                                        return_dtype=pl.String),
+        metric.alias("metric"), pl.col("__value").alias("value"),
+        *[pl.lit(None, dtype=pl.String).alias(c) for c in ("model", "serial", "firmware")])
+    return {"nvme_smart": rows}, declined
 
 
 def ocp_metrics_known() -> Iterable[str]:

@@ -21,8 +21,16 @@ import re
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import (
+    PLAIN_TEXT,
+    ToolContext,
+    int_text_as_float,
+    register_bulk,
+    register_tool,
+)
 from ckptwatch.sources.ethtool import canonical_alias
 from ckptwatch.sources.textkv import iter_lines, parse_int, shorten
 
@@ -164,3 +172,121 @@ def parse_sysfs_ib(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, An
         raise RecordError("sysfs snapshot has no <hca>/ports/<n>/counters/* or hw_counters/* "
                           "entries")
     return {"fabric_counters": rows}
+
+
+#: A ``path:value`` line's path as the bulk path reads it: ``…/<hca>/ports/<n>/<group>/<name>``
+#: (device and port from the path, as ``_locate`` takes them); other paths are declined.
+_BULK_PATH = (r"(?:^|/)(?P<device>[^/]+)/+ports/+(?P<port>[^/]+)/+"
+              r"(?P<group>counters|counters_ext|hw_counters)/+(?P<name>[^/]+)/*$")
+#: A counter value the bulk path reads (hex, grouped digits and longer numbers are declined).
+_BULK_VALUE = r"^[+-]?[0-9]{1,300}$"
+
+
+def _bulk_paths(paths: pl.Series) -> pl.DataFrame:
+    """What ``_locate`` makes of each distinct path (a snapshot repeats its paths from one
+    sample to the next): ``device``, ``port``, ``group``, ``counter`` (the name, after
+    ``ext_name``; null: a path the bulk path does not read), ``__alias`` (an
+    ``hw_counters`` name's ``canonical_alias``), and integer ids: ``__pr`` (the port's place
+    in sorted order), ``__gid`` (the file: port, group, counter), ``__cid`` and ``__aid``
+    (the port's counter and alias names, one id space)."""
+    out = paths.unique().to_frame("__path").with_columns(
+        pl.col("__path").str.extract_groups(_BULK_PATH).alias("__p")).unnest("__p")
+    out = out.with_columns(pl.when(~pl.col("name").is_in(list(COUNTER_GROUPS)))
+                           .then(pl.col("name")).alias("name"))
+    names = out["name"].drop_nulls().unique().to_list()
+    out = out.with_columns(pl.when(pl.col("group") == "counters_ext").then(
+        pl.col("name").replace_strict(names, [ext_name(n) for n in names], default=None,
+                                      return_dtype=pl.String))
+        .otherwise(pl.col("name")).alias("counter")).drop("name")
+    hw = out.filter(pl.col("group") == "hw_counters")["counter"].drop_nulls().unique().to_list()
+    out = out.with_columns(pl.when(pl.col("group") == "hw_counters").then(
+        pl.col("counter").replace_strict(hw, [canonical_alias(n) for n in hw], default=None,
+                                         return_dtype=pl.String)).alias("__alias"))
+    ports = out.filter(pl.col("counter").is_not_null()).select("device", "port").unique() \
+        .sort("device", "port").with_row_index("__pr")
+    files = out.select("device", "port", "group", "counter").unique().with_row_index("__gid")
+    ids = pl.concat([out.select("device", "port", pl.col("counter").alias("__n")),
+                     out.select("device", "port", pl.col("__alias").alias("__n"))]) \
+        .drop_nulls().unique().with_row_index("__nid")
+    id_cols = ["device", "port", "__n"]
+    return out.join(ports, on=["device", "port"], how="left").join(
+        files, on=["device", "port", "group", "counter"], how="left", nulls_equal=True,
+    ).join(ids.rename({"__nid": "__cid"}), left_on=["device", "port", "counter"],
+           right_on=id_cols, how="left").join(
+        ids.rename({"__nid": "__aid"}), left_on=["device", "port", "__alias"],
+        right_on=id_cols, how="left").with_columns(
+        pl.col("__pr", "__gid", "__cid", "__aid").cast(pl.Int64))
+
+
+@register_bulk(SOURCE)
+def parse_sysfs_ib_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_sysfs_ib`` over many ``path:value`` text envelopes at once (see
+    ``base.BulkParser``).
+
+    Declined, for ``parse_sysfs_ib`` to handle one by one: text that is not plain ASCII, a
+    line that is not ``<hca>/ports/<n>/<group>/<name>:integer`` (or ``N/A``), a file listed
+    twice for a port, a byte counter (``port_xmit_bytes``) as a file, an ``hw_counters`` name
+    or its alias that another counter of the port already has, no counter at all.
+    """
+    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT)).to_series()
+    take = env.filter(plain)
+    lines = take.select("__env", pl.col("output").str.split("\n").alias("__s")).explode("__s")
+    lines = lines.filter(pl.col("__s").str.strip_chars() != "").with_row_index("__pos")
+    if not lines.height:  # nothing at all: parse_sysfs_ib says so
+        return {}, env["__env"]
+    kv = pl.col("__s").str.split_exact(":", 1)
+    lines = lines.select(
+        "__env", pl.col("__pos").cast(pl.Int64),
+        kv.struct.field("field_0").str.strip_chars().alias("__path"),
+        kv.struct.field("field_1").str.strip_chars().alias("__v"))
+    lines = lines.join(_bulk_paths(lines["__path"]), on="__path", how="left",
+                       maintain_order="left")
+    no_pma = pl.col("__v").str.contains(r"(?i)^N/A\b")
+    ok = (pl.col("counter").is_not_null() & pl.col("__v").is_not_null()
+          & (pl.col("__v").str.contains(_BULK_VALUE) | no_pma))
+    bad = [lines.filter(~ok.fill_null(False))["__env"]]
+    lines = lines.filter(ok & ~no_pma).with_columns(
+        int_text_as_float(pl.col("__v")).alias("value"))
+    width = lines.select(pl.sum_horizontal(  # above every id
+        pl.col("__gid", "__cid", "__aid").max().fill_null(0)) + 3).item()
+    # a file twice (after ``ext_name``) for a port; a byte counter as a file
+    bad += [lines.filter((pl.col("__env") * width + pl.col("__gid")).is_duplicated())["__env"],
+            lines.filter(pl.col("counter").is_in(list(WORD_COUNTERS.values())))["__env"]]
+    # ``counters_ext`` wins over ``counters`` in place; its other counters follow
+    legacy = lines.filter(pl.col("group") == "counters")
+    ext = lines.filter(pl.col("group") == "counters_ext")
+    keys = ["__env", "__cid"]
+    legacy = legacy.join(ext.select(*keys, pl.col("value").alias("__ext")), on=keys,
+                         how="left", maintain_order="left").with_columns(
+        pl.coalesce("__ext", "value").alias("value"), pl.lit(0).alias("__seg"))
+    ext = ext.join(legacy.select(keys), on=keys, how="anti", maintain_order="left") \
+        .with_columns(pl.lit(1).alias("__seg"))
+    cols = ["__env", "__pr", "__cid", "device", "port", "counter", "value", "__pos", "__seg"]
+    counters = pl.concat([legacy.select(cols), ext.select(cols)])
+    # ``with_bytes``: each port's byte counts after its counters, in WORD_COUNTERS order
+    words = [counters.filter(pl.col("counter") == w).with_columns(
+        pl.lit(b).alias("counter"), pl.col("value") * 4,
+        pl.lit(k, dtype=pl.Int64).alias("__pos"), pl.lit(2).alias("__seg"))
+        for k, (w, b) in enumerate(WORD_COUNTERS.items())]
+    hw = lines.filter(pl.col("group") == "hw_counters")
+    aliases = hw.filter(pl.col("__alias").is_not_null()).with_columns(
+        pl.col("__alias").alias("counter"), pl.col("__aid").alias("__cid"),
+        pl.lit(4).alias("__seg"))
+    hw = hw.with_columns(pl.lit(3).alias("__seg"))
+    # an hw_counters name or alias another counter of the port has: parse_sysfs_ib orders it
+    taken = pl.concat([counters.select(keys), hw.select(keys), aliases.select(keys)])
+    bad.append(taken.filter((pl.col("__env") * width + pl.col("__cid")).is_duplicated())
+               ["__env"])
+    bad_env = pl.concat(bad).unique()
+    rows = pl.concat([counters, *words, hw.select(cols), aliases.select(cols)])
+    rows = rows.filter(~pl.col("__env").is_in(bad_env.implode()))
+    declined = pl.concat([env.filter(~plain)["__env"], bad_env,
+                          take.filter(~pl.col("__env").is_in(rows["__env"].implode()))["__env"]]
+                         ).unique()
+    # ports in sorted order; in a port its counters, byte counts, then each hw counter and
+    # its alias
+    hw_first = pl.when(pl.col("__seg") >= 3).then(pl.col("__pos")).otherwise(-1)
+    rows = rows.sort("__env", "__pr", hw_first, "__seg", "__pos").select(
+        "__env", pl.int_range(pl.len(), dtype=pl.Int64).alias("__idx"),
+        "device", "port", "counter", "value")
+    return {"fabric_counters": rows}, declined
