@@ -12,7 +12,13 @@ Each query runs ``--repeat`` times (default 3); the best time counts. With ``--c
 generates ~35 M fabric counter samples and times ``stg_fabric_counters`` (dedup, deltas with
 resets and saturation, rates) vs a hand-written ``lag()`` query over the same files.
 
-Run:  .venv/bin/python bench/bench_marts.py [--counters] [--regenerate]
+``--markers`` adds a lake where every rank also has a start marker (``checkpoint_starts``) and
+times the mart there against the same hand-written query; ``--attribution`` (with the counters)
+times ``find_stalls`` at a 2GB DuckDB cap with the counter deltas computed and then
+materialised (``ckptwatch.lake.derived.refresh``, timed too), each in its own process with its
+peak RSS, beside one plain ``lag()`` pass, and checks that both give the same stalls and causes.
+
+Run:  .venv/bin/python bench/bench_marts.py [--counters] [--markers] [--attribution] [--regenerate]
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckptwatch.lake.query import connect
-from ckptwatch.lake.schema import CHECKPOINT_WRITES, FABRIC_COUNTERS, JOBS
+from ckptwatch.lake.schema import CHECKPOINT_STARTS, CHECKPOINT_WRITES, FABRIC_COUNTERS, JOBS
 from ckptwatch.lake.store import Lake
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -62,8 +68,9 @@ def _write_parts(lake: Lake, table_name: str, schema: pa.Schema, columns: dict[s
         pq.write_table(rows, date_dir / f"part-bench-{part:02d}.parquet", compression="zstd")
 
 
-def generate_checkpoints(lake: Lake, seed: int = 7) -> int:
-    """Write one day of a 4096-rank job's checkpoints; returns the row count."""
+def generate_checkpoints(lake: Lake, seed: int = 7, markers: bool = False) -> int:
+    """Write one day of a 4096-rank job's checkpoints; returns the row count. ``markers``:
+    also a start marker for every rank (``checkpoint_starts``), as a watched job writes."""
     rng = np.random.default_rng(seed)
     n = N_RANKS * N_CHECKPOINTS
     ckpt = np.repeat(np.arange(N_CHECKPOINTS), N_RANKS)
@@ -106,6 +113,10 @@ def generate_checkpoints(lake: Lake, seed: int = 7) -> int:
         "ingested_ts": pa.array(np.full(n, DAY_US + 86_400_000_000), type=ts),
     }
     _write_parts(lake, CHECKPOINT_WRITES.name, CHECKPOINT_WRITES.schema, columns, hour)
+    if markers:
+        starts = {k: columns[k] for k in CHECKPOINT_STARTS.schema.names if k != "ingested_ts"}
+        starts["ingested_ts"] = columns["start_ts"]  # the watcher ingests each as it starts
+        _write_parts(lake, CHECKPOINT_STARTS.name, CHECKPOINT_STARTS.schema, starts, hour)
     jobs = pa.table({
         "job_id": [JOB], "n_ranks": pa.array([N_RANKS], type=pa.int32()),
         "checkpoint_timeout_s": [300.0], "checkpoint_interval_s": [86.4],
@@ -232,15 +243,105 @@ REFERENCE_LAG = """
 """
 
 
+#: DuckDB's cap for the attribution stages (the issue's target: attribution <= 15 s in 2 GiB).
+ATTRIBUTION_MEMORY = "2GB"
+
+
+def child_stage(stage: str, lake_root: Path) -> dict[str, Any]:
+    """One attribution stage, in this (child) process: seconds, peak RSS, a digest of the rows.
+
+    ``stalls``: ``find_stalls`` at a 2GB DuckDB cap (materialised deltas when fresh, else
+    computed); ``refresh``: ``ckptwatch.lake.derived.refresh``; ``lag``: one plain DuckDB pass
+    of ``lag()`` deltas over the lake's fabric counters (the work attribution cannot avoid).
+    """
+    import hashlib
+    import json
+    import resource
+
+    from ckptwatch.analysis.findings import find_stalls
+    from ckptwatch.lake import derived
+
+    t0 = time.perf_counter()
+    digest, rows = "", 0
+    if stage == "stalls":
+        found = find_stalls(lake_root, memory_limit=ATTRIBUTION_MEMORY)
+        rows = len(found.stalls)
+        digest = hashlib.sha256(json.dumps(
+            [[r.job_id, r.step, [c.cause for c in r.causes],
+              [round(c.score, 9) for c in r.causes]] for r in found.stalls],
+            default=str).encode()).hexdigest()[:16]
+    elif stage == "refresh":
+        rows = len(derived.refresh(lake_root, memory_limit=ATTRIBUTION_MEMORY).built)
+    elif stage == "lag":
+        con = duckdb.connect()
+        con.execute(f"SET memory_limit = '{ATTRIBUTION_MEMORY}'")
+        got = con.execute(REFERENCE_LAG, {"fabric_glob": Lake(lake_root).glob(
+            FABRIC_COUNTERS.name)}).fetchone()
+        rows = int(got[0]) if got else 0
+    else:
+        raise SystemExit(f"unknown stage {stage!r}")
+    return {"s": time.perf_counter() - t0, "rows": rows, "digest": digest,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_stage(stage: str, lake_root: Path) -> dict[str, Any]:
+    """``child_stage`` in a fresh interpreter (its own peak RSS)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, __file__, "--child", stage, "--out",
+                          str(lake_root.parent)], capture_output=True, text=True)
+    if out.returncode != 0:  # e.g. out of memory under the cap: say so, time the rest
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"    {stage}: failed: {last}")
+        return {"s": float("nan"), "rows": 0, "digest": f"failed: {last}", "rss_mb": float("nan")}
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def attribution(lake: Lake) -> bool:
+    """Attribution with counter deltas computed vs materialised, at a 2GB DuckDB cap, beside one
+    plain ``lag()`` pass; True when both give the same stalls and causes."""
+    import shutil
+
+    from ckptwatch.lake import derived
+
+    shutil.rmtree(derived.derived_dir(lake), ignore_errors=True)  # "before": nothing there
+    before = run_stage("stalls", lake.root)
+    refresh = run_stage("refresh", lake.root)
+    after = run_stage("stalls", lake.root)
+    lag = run_stage("lag", lake.root)
+    print(f"  attribution (find_stalls, DuckDB {ATTRIBUTION_MEMORY}), {before['rows']} stalls")
+    for name, r in (("deltas computed (before)", before), ("refresh: deltas materialised",
+                    refresh), ("deltas read materialised", after), ("plain lag() pass", lag)):
+        print(f"    {name:<30} {r['s']:7.2f} s  {r['rss_mb']:7.0f} MB")
+    print(f"    stalls / lag(): before {before['s'] / lag['s']:.2f}x, after "
+          f"{after['s'] / lag['s']:.2f}x (target <= 3x); same stalls and causes: "
+          f"{before['digest'] == after['digest']}")
+    return bool(before["digest"] == after["digest"])
+
+
 def main() -> int:
-    """Generate (once) and time; exit 1 when checkpoint_latency is over 1.5x its reference."""
+    """Generate (once) and time; exit 1 when checkpoint_latency is over 1.2x its reference."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--out", type=Path, default=OUT, help="output directory (default: bench/out)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per query; the best counts")
     ap.add_argument("--counters", action="store_true",
                     help="also time counter deltas on ~35 M fabric counter samples")
+    ap.add_argument("--markers", action="store_true",
+                    help="also time checkpoint_latency with a start marker for every rank")
+    ap.add_argument("--attribution", action="store_true",
+                    help="also time attribution at a 2GB cap, deltas computed vs materialised "
+                         "(implies --counters)")
     ap.add_argument("--regenerate", action="store_true", help="rewrite the generated lake")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        import json
+
+        print(json.dumps(child_stage(args.child, args.out / "lake")))
+        return 0
+    args.counters = args.counters or args.attribution
 
     lake = Lake(args.out / "lake")
     lake.init()
@@ -255,7 +356,7 @@ def main() -> int:
         n = generate_counters(lake)
         print(f"generated {n:,} fabric counter rows in {time.perf_counter() - t0:.1f} s")
 
-    con = connect(lake.root)
+    con = connect(lake.root, views=("checkpoint_latency", "stg_counter_deltas"))
     params = {"ckpt_glob": lake.glob(CHECKPOINT_WRITES.name)}
     n_rows = con.execute("select count(*) from read_parquet($ckpt_glob)", params).fetchone()
     threads = con.execute("select current_setting('threads')").fetchone()
@@ -280,9 +381,27 @@ def main() -> int:
                 "where source_table = 'fabric_counters'", REFERENCE_LAG, counter_params,
                 args.repeat)
     con.close()
-    ok = like_for_like <= 1.5
-    print(f"checkpoint_latency is {'within' if ok else 'OVER'} 1.5x of the hand-written query "
-          f"of the same columns ({like_for_like:.2f}x)")
+    with_markers = None
+    if args.markers:
+        marked = Lake(args.out / "lake-markers")
+        marked.init()
+        if args.regenerate or not (marked.table_dir(CHECKPOINT_STARTS.name)
+                                   / f"date={DAY:%Y-%m-%d}").exists():
+            t0 = time.perf_counter()
+            n = generate_checkpoints(marked, markers=True)
+            print(f"generated {n:,} checkpoint rows and as many start markers in "
+                  f"{time.perf_counter() - t0:.1f} s")
+        con = connect(marked.root, views=("checkpoint_latency",))
+        with_markers = compare(
+            con, "checkpoint_latency, a start marker for every rank, vs the same columns by "
+            "hand (records only)", "select * from checkpoint_latency", REFERENCE_SAME_COLUMNS,
+            {"ckpt_glob": marked.glob(CHECKPOINT_WRITES.name)}, args.repeat)
+        con.close()
+    same = attribution(lake) if args.attribution else True
+    ok = like_for_like <= 1.2 and (with_markers is None or with_markers <= 1.2) and same
+    print(f"checkpoint_latency is {'within' if like_for_like <= 1.2 else 'OVER'} 1.2x of the "
+          f"hand-written query of the same columns ({like_for_like:.2f}x"
+          + (f"; with markers {with_markers:.2f}x" if with_markers is not None else "") + ")")
     return 0 if ok else 1
 
 

@@ -7,6 +7,7 @@
 .read sql/lake/checkpoint_loads.sql
 .read sql/lake/checkpoint_starts.sql
 .read sql/lake/checkpoint_writes.sql
+.read sql/lake/derived_counter_deltas.sql
 .read sql/lake/fabric_counters.sql
 .read sql/lake/jobs.sql
 .read sql/lake/nvme_smart.sql
@@ -33,6 +34,7 @@
 .read sql/intermediate/int_window_samples.sql
 .read sql/intermediate/int_signal_counters.sql
 .read sql/intermediate/int_unfinished_ranks.sql
+.read sql/intermediate/int_signal_counter_deltas.sql
 .read sql/intermediate/int_signal_samples.sql
 .read sql/marts/checkpoint_latency.sql
 .read sql/marts/postmortem_signals.sql

@@ -12,9 +12,10 @@ metric_names as (
     select * from stg_metric_names
 ),
 
--- The deltas of the signal counters only (int_signal_counters; unset: every counter).
+-- The deltas of the signal counters only (int_signal_counters; unset: every counter),
+-- materialised or computed (int_signal_counter_deltas).
 counter_deltas as (
-    select * from stg_counter_deltas_of(getvariable('int_signal_counters'))
+    select * from int_signal_counter_deltas
 ),
 
 metric_samples as (

@@ -30,7 +30,13 @@
 -- int_signal_samples calls it with the attribution signals only, so the name filter runs before
 -- the dedup and this window, in the Parquet scan, instead of after them (a 512-node day: 24 M
 -- of 37 M rows).
-create or replace macro stg_counter_deltas_of(counters) as table
+-- Three macros, one rule set: stg_counter_samples(counters) gathers the samples (is_carry
+-- false); counter_deltas_over(sample_relation) applies the rules to the rows of a relation of
+-- the caller (query_table) and leaves out its carry rows (is_carry true: a series' last valid
+-- sample before the rows, which only serves as their prev); stg_counter_deltas_of(counters) is
+-- the two over the lake. ckptwatch.lake.derived computes a day at a time with the previous
+-- day's last samples as carry rows: the same rows as one pass over every day.
+create or replace macro stg_counter_samples(counters) as table
 with
 fabric as (
     select *
@@ -40,10 +46,6 @@ fabric as (
 
 metric_samples as (
     select * from stg_metric_samples
-),
-
-metric_names as (
-    select * from stg_metric_names
 ),
 
 samples as (
@@ -69,6 +71,25 @@ samples as (
         value,
     from metric_samples
     where kind = 'counter' and (counters is null or list_contains(counters, metric))
+),
+
+final as (
+    select
+        *,
+        false as is_carry,
+    from samples
+)
+
+select * from final;
+
+create or replace macro counter_deltas_over(sample_relation) as table
+with
+samples as (
+    select * from query_table(sample_relation)
+),
+
+metric_names as (
+    select * from stg_metric_names
 ),
 
 keyed as (
@@ -158,9 +179,18 @@ final as (
         saturated,
         invalid,
     from deltas
+    where not is_carry
 )
 
 select * from final;
+
+create or replace macro stg_counter_deltas_of(counters) as table
+with
+samples as (
+    select * from stg_counter_samples(counters)
+)
+
+select * from counter_deltas_over('samples');
 
 create or replace view stg_counter_deltas as
 select * from stg_counter_deltas_of(null);

@@ -8,7 +8,7 @@ import pytest
 
 from ckptwatch.errors import QueryError
 from ckptwatch.ingest.run import ingest
-from ckptwatch.lake.query import connect, view_files
+from ckptwatch.lake.query import connect, view_files, views_named_in
 
 
 def _views(con: object) -> set[str]:
@@ -43,3 +43,39 @@ def test_an_unknown_view_is_a_query_error(raw_dir: Path, tmp_path: Path) -> None
     ingest(raw_dir, lake)
     with pytest.raises(QueryError, match="no view named no_such_view"):
         connect(lake, views=["no_such_view"])
+
+
+def test_a_view_that_calls_a_macro_builds_the_macros_file() -> None:
+    # int_signal_samples names stg_counter_deltas_of (via int_signal_counter_deltas), a macro of
+    # stg_counter_deltas.sql: its closure must hold that file and what it reads, or the build
+    # of stall_signals alone fails
+    needed = {f.stem for f in view_files(needed=["int_signal_samples"])}
+    assert {"int_signal_counter_deltas", "stg_counter_deltas", "stg_fabric_counters",
+            "int_signal_counters"} <= needed
+    assert "checkpoint_latency" not in needed
+
+
+def test_a_query_names_the_views_it_needs() -> None:
+    assert views_named_in("select 1") == frozenset()
+    assert views_named_in("select * from STALL_SIGNALS -- checkpoint_latency\n"
+                          "join stalls using (job_id)") == {"stall_signals", "stalls"}
+    assert views_named_in("select * from stg_counter_deltas_of(['rx_pause'])") == {
+        "stg_counter_deltas"}
+    assert views_named_in("select getvariable('int_signal_counters')") == {
+        "int_signal_counters"}
+
+
+def test_sql_select_1_builds_no_view(raw_dir: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from ckptwatch.cli.main import main
+
+    lake = tmp_path / "lake"
+    ingest(raw_dir, lake)
+    con = connect(lake, views=views_named_in("select 1"))
+    try:
+        assert _views(con) == set()
+    finally:
+        con.close()
+    assert main(["sql", "--lake", str(lake), "--format", "csv",
+                 "select count(*) as n from stg_jobs"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "n"

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the query and print the result."""
     from ckptwatch.cli._render import render_table, write_data
     from ckptwatch.errors import UsageError
-    from ckptwatch.lake.query import connect, run_sql, view_files
+    from ckptwatch.lake.query import connect, run_sql, view_files, views_named_in
 
     if args.list:
         for f in view_files():
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.query:
         raise UsageError("no query given (pass SQL text, or - for stdin)")
     sql = sys.stdin.read() if args.query == "-" else args.query
-    con = connect(args.lake)
+    con = connect(args.lake, views=views_named_in(sql))  # only what the query names
     df = run_sql(con, sql)
     if args.format in ("csv", "json"):
         write_data(df, args.format)

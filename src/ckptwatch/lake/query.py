@@ -27,6 +27,8 @@ from ckptwatch.settings import active_ingest, duckdb_memory_limit, sql_dir
 LAYERS = ("lake", "staging", "intermediate", "marts")
 #: Settings run on every connection before the views (``sql/session.sql``).
 SESSION_FILE = "session.sql"
+#: The view that reads the materialised counter deltas (``ckptwatch.lake.derived``) when fresh.
+DERIVED_READER = "int_signal_counter_deltas"
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,8 @@ def _catalog(root: Path) -> _Catalog:
 @functools.lru_cache(maxsize=8)
 def _read_catalog(files: tuple[tuple[Path, int], ...]) -> _Catalog:
     text = {f.stem: f.read_text() for f, _ in files}
-    names = list(text)
-    reads = {
-        name: frozenset(n for n in names if n != name
-                        and re.search(rf"\b{re.escape(n)}\b", _strip_comments(sql)))
-        for name, sql in text.items()
-    }
+    names = _names(text)
+    reads = {name: _named_in(sql, names) - {name} for name, sql in text.items()}
     ordered: list[Path] = []
     for layer in LAYERS:
         layer_files = {f.stem: f for f, _ in files if f.parent.name == layer}
@@ -67,6 +65,38 @@ def _read_catalog(files: tuple[tuple[Path, int], ...]) -> _Catalog:
                 ordered.append(layer_files[n])
                 done.add(n)
     return _Catalog(tuple(ordered), text, reads)
+
+
+#: What a view file defines besides its view: ``create or replace macro <name>`` (a table
+#: macro, e.g. ``stg_counter_deltas_of`` in ``stg_counter_deltas.sql``), ``set variable <name>``.
+_DEFINES = re.compile(r"create\s+(?:or\s+replace\s+)?macro\s+(\w+)|set\s+variable\s+(\w+)",
+                      re.IGNORECASE)
+
+
+def _names(text: dict[str, str]) -> dict[str, str]:
+    """Every name a query can use (a view, a macro, a variable), to the file that defines it."""
+    names = {name: name for name in text}
+    for name, sql in text.items():
+        for m in _DEFINES.finditer(_strip_comments(sql)):
+            names.setdefault((m.group(1) or m.group(2)).lower(), name)
+    return names
+
+
+def _named_in(sql: str, names: dict[str, str]) -> frozenset[str]:
+    """The files whose view, macro or variable ``sql`` names (comments aside)."""
+    words = set(re.findall(r"\w+", _strip_comments(sql).lower()))
+    return frozenset(names[w] for w in words & names.keys())
+
+
+def views_named_in(sql: str, root: Path | None = None) -> frozenset[str]:
+    """The views (file names) a query names: what ``connect(views=…)`` must build to run it.
+
+    A view's macro (``stg_counter_deltas_of``) or variable (``int_signal_counters``) names its
+    file. Names are matched as words, so a mention in a string literal builds that view too
+    (harmless: it only costs its build).
+    """
+    catalog = _catalog(root or sql_dir())
+    return _named_in(sql, _names(catalog.text))
 
 
 def view_files(root: Path | None = None,
@@ -122,6 +152,8 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     if not lake.exists():
         raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
                         f"{lake.root}` first)")
+    from ckptwatch.lake import derived  # it builds its days with connect
+
     try:
         lake.add_missing_tables()  # a lake from an older version: tables added since, empty
     except (OSError, LakeError) as exc:
@@ -152,7 +184,12 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
         catalog = _catalog(sql_dir())
-        for f in view_files(needed=views):
+        files = view_files(needed=views)
+        if any(f.stem == DERIVED_READER for f in files):
+            # Counter deltas once: read them materialised when every day read is fresh.
+            con.execute("SET VARIABLE counter_deltas_derived = ?",
+                        [derived.is_fresh(lake.root, days)]).fetchall()
+        for f in files:
             try:
                 con.execute(catalog.text[f.stem]).fetchall()
             except duckdb.Error as exc:

@@ -193,12 +193,16 @@ class Lake:
         """Write the zero-row schema part of every table that has none (idempotent).
 
         A lake made by an older version lacks the tables added since (``checkpoint_starts``);
-        queries call this so that such a lake reads as having them, empty.
+        queries call this so that such a lake reads as having them, empty. The materialised
+        counter deltas (``derived/``, ``ckptwatch.lake.derived``) get their stub too.
         """
+        from ckptwatch.lake import derived  # it imports this module
+
         for t in TABLES.values():
             stub = self.table_dir(t.name) / SCHEMA_PARTITION / SCHEMA_PART
             if not stub.exists():
                 atomic_write_table(stub, t.schema.empty_table())
+        derived.add_stub(self)  # what derived_counter_deltas reads before any refresh
 
     def exists(self) -> bool:
         """True when ``init`` has run here."""

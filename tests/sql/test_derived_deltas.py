@@ -1,0 +1,196 @@
+"""Counter deltas once (``ckptwatch.lake.derived``): the materialised days give exactly the rows
+``stg_counter_deltas`` computes, over every day and over a range of days; stale days are
+rebuilt and never read."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ckptwatch.lake import derived
+from ckptwatch.lake.query import connect, run_sql
+from ckptwatch.lake.schema import TABLES
+from ckptwatch.lake.store import Lake
+
+DAYS = (date(2026, 11, 27), date(2026, 11, 28), date(2026, 11, 29))
+IB32_MAX = 4_294_967_295.0
+ORDER = "order by source_table, host, device, port, counter, ts"
+
+
+def write_part(root: Path, table: str, day: date, rows: list[dict[str, Any]],
+               name: str, ingested: datetime | None = None) -> None:
+    """Literal rows as one part of ``table`` in ``day``'s partition."""
+    schema = TABLES[table].schema
+    filled = [{"source_file": f"seed/{name}", "ingested_ts": ingested or datetime(
+        2026, 12, 1, tzinfo=UTC), **row} for row in rows]
+    arrow = pa.table({f.name: [r.get(f.name) for r in filled] for f in schema}, schema=schema)
+    path = root / table / f"date={day.isoformat()}" / f"part-{name}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(arrow, path)
+
+
+def sample(day: date, minute: int, value: float, counter: str = "port_xmit_wait",
+           node: str = "n0", device: str = "mlx5_0") -> dict[str, Any]:
+    ts = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(minutes=minute)
+    return {"ts": ts, "node": node, "device": device, "port": "1", "counter": counter,
+            "value": value, "source": "perfquery"}
+
+
+def computed_and_derived(root: Path, days: tuple[date, date] | None) -> tuple[pl.DataFrame,
+                                                                              pl.DataFrame]:
+    """``int_signal_counter_deltas`` computed in one pass, and read materialised."""
+    con = connect(root, days=days, views=("int_signal_counter_deltas",))
+    try:
+        con.execute("SET VARIABLE counter_deltas_derived = false").fetchall()
+        computed = run_sql(con, f"select * from int_signal_counter_deltas {ORDER}")
+        con.execute("SET VARIABLE counter_deltas_derived = true").fetchall()
+        read = run_sql(con, f"select * from int_signal_counter_deltas {ORDER}")
+    finally:
+        con.close()
+    return computed, read
+
+
+def assert_same_rows(a: pl.DataFrame, b: pl.DataFrame) -> None:
+    assert a.columns == b.columns
+    assert a.height == b.height
+    assert a.to_dicts() == b.to_dicts()
+
+
+@pytest.fixture
+def three_days(tmp_path: Path) -> Path:
+    """Three days of two series: a wrap-free 32-bit counter that saturates and resets across
+    midnight, a pause counter absent on the middle day, an invalid reading, a sample sent
+    twice (the later ingest wins)."""
+    root = tmp_path / "lake"
+    Lake(root).init()
+    d1, d2, d3 = DAYS
+    write_part(root, "fabric_counters", d1, [
+        sample(d1, 0, 10.0), sample(d1, 10, 50.0), sample(d1, 1430, IB32_MAX),
+        sample(d1, 0, 5.0, "rx_prio3_pause"), sample(d1, 20, 9.0, "rx_prio3_pause"),
+    ], "a")
+    write_part(root, "fabric_counters", d2, [
+        sample(d2, 5, 7.0), sample(d2, 15, -1.0), sample(d2, 25, 20.0),
+    ], "b")
+    write_part(root, "fabric_counters", d3, [
+        sample(d3, 0, 30.0), sample(d3, 0, 3.0, "rx_prio3_pause"),
+        sample(d3, 10, 12.0, "rx_prio3_pause"),
+    ], "c", ingested=datetime(2026, 12, 1, tzinfo=UTC))
+    write_part(root, "fabric_counters", d3, [sample(d3, 10, 40.0, "rx_prio3_pause")], "d",
+               ingested=datetime(2026, 12, 2, tzinfo=UTC))
+    return root
+
+
+def test_materialised_days_give_the_rows_of_one_pass(three_days: Path) -> None:
+    done = derived.refresh(three_days)
+    assert done.built == DAYS and done.kept == ()
+    assert derived.is_fresh(three_days)
+    computed, read = computed_and_derived(three_days, None)
+    assert_same_rows(computed, read)
+    pause = read.filter(pl.col("counter") == "rx_prio3_pause")
+    # prev crosses the missing middle day; the re-sent sample's later ingest wins (40, not 12)
+    assert pause["delta"].to_list() == [None, 4.0, 3.0, 37.0]  # 9 -> 3: a reset
+    assert pause["reset"].to_list() == [False, False, True, False]
+    wait = read.filter(pl.col("counter") == "port_xmit_wait")
+    # saturated at 2^32-1 on day 1, a reset on day 2, the invalid reading skipped
+    assert wait["saturated"].to_list() == [False, False, True, False, False, False, False]
+    assert wait["delta"].to_list() == [None, 40.0, None, 7.0, None, 13.0, 10.0]
+
+
+@pytest.mark.parametrize("days", [(DAYS[1], DAYS[2]), (DAYS[2], DAYS[2]), (DAYS[0], DAYS[1])])
+def test_a_range_of_days_reads_as_a_pass_over_those_days(three_days: Path,
+                                                         days: tuple[date, date]) -> None:
+    derived.refresh(three_days)
+    assert derived.is_fresh(three_days, days)
+    computed, read = computed_and_derived(three_days, days)
+    assert read.height > 0
+    assert_same_rows(computed, read)
+
+
+def test_the_connection_reads_materialised_rows_only_when_fresh(three_days: Path) -> None:
+    def flag(days: tuple[date, date] | None) -> Any:
+        con = connect(three_days, days=days, views=("int_signal_counter_deltas",))
+        try:
+            return con.execute("select getvariable('counter_deltas_derived')").fetchone()
+        finally:
+            con.close()
+
+    assert flag(None) == (False,)  # never refreshed
+    derived.refresh(three_days)
+    assert flag(None) == (True,)
+    # a file ingested into the middle day: it and the day after are stale, the first is not
+    write_part(three_days, "fabric_counters", DAYS[1], [sample(DAYS[1], 40, 25.0)], "e")
+    assert flag(None) == (False,)
+    assert flag((DAYS[1], DAYS[2])) == (False,)
+    assert flag((DAYS[0], DAYS[0])) == (True,)
+    done = derived.refresh(three_days)
+    assert done.kept == (DAYS[0],) and done.built == DAYS[1:]
+    computed, read = computed_and_derived(three_days, None)
+    assert_same_rows(computed, read)
+    assert 25.0 in read["value"].to_list()
+
+
+def test_a_lost_part_or_manifest_makes_days_stale(three_days: Path) -> None:
+    derived.refresh(three_days)
+    (derived.derived_dir(Lake(three_days)) / derived.STATE / f"date={DAYS[1]}"
+     / "part-state.parquet").unlink()  # as if a crash came between the two renames
+    assert not derived.is_fresh(three_days)
+    assert derived.is_fresh(three_days, (DAYS[0], DAYS[0]))
+    assert derived.refresh(three_days).built == (DAYS[1],)  # the later days' prints still hold
+    (derived.derived_dir(Lake(three_days)) / derived.MANIFEST).write_text("{not json")
+    assert not derived.is_fresh(three_days)
+    assert derived.refresh(three_days).built == DAYS
+
+
+def test_a_view_build_without_derived_days_still_computes(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    Lake(root).init()
+    write_part(root, "fabric_counters", DAYS[0], [sample(DAYS[0], 0, 1.0),
+                                                  sample(DAYS[0], 1, 3.0)], "a")
+    computed, read = computed_and_derived(root, None)
+    assert computed["delta"].to_list() == [None, 2.0]
+    assert read.height == 0  # nothing materialised: the flag alone must not be trusted
+
+
+values = st.one_of(st.floats(0, 1e6).map(round), st.just(IB32_MAX), st.just(-1.0))
+day_series = st.lists(st.lists(values, max_size=4), min_size=3, max_size=3)
+
+
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(by_day=st.lists(day_series, min_size=1, max_size=3))
+def test_any_series_across_days_gives_the_same_rows(tmp_path_factory: pytest.TempPathFactory,
+                                                    by_day: list[list[list[float]]]) -> None:
+    root = tmp_path_factory.mktemp("lake")
+    Lake(root).init()
+    for s, days_values in enumerate(by_day):
+        for d, day_values in zip(DAYS, days_values, strict=True):
+            if day_values:
+                write_part(root, "fabric_counters", d, [
+                    sample(d, 7 * i, v, node=f"n{s}") for i, v in enumerate(day_values)],
+                    f"s{s}")
+    if not any(v for days_values in by_day for v in days_values):
+        return
+    derived.refresh(root)
+    for days in (None, (DAYS[1], DAYS[2]), (DAYS[2], DAYS[2])):
+        computed, read = computed_and_derived(root, days)
+        assert_same_rows(computed, read)
+
+
+def test_a_day_whose_raw_parts_are_gone_is_not_read(three_days: Path) -> None:
+    derived.refresh(three_days)
+    for part in (three_days / "fabric_counters" / f"date={DAYS[2]}").glob("*.parquet"):
+        part.unlink()  # retention removed the last day
+    assert not derived.is_fresh(three_days)
+    assert derived.refresh(three_days).built == ()
+    assert derived.is_fresh(three_days)
+    computed, read = computed_and_derived(three_days, None)
+    assert_same_rows(computed, read)
+    assert DAYS[2] not in {ts.date() for ts in read["ts"].to_list()}
