@@ -39,7 +39,8 @@ def test_nightly_flow_ingests_and_builds_views(prefect_harness: None, raw_dir: P
     assert (out["stalls"], out["alerts"]) == (0, 0)  # two healthy jobs: nothing to send
     assert Path(out["report"]) == tmp_path / "lake" / "reports" / "2026-11-28" / "report.html"
     assert "j1" in Path(out["report"]).read_text()
-    assert list(out["steps_s"]) == ["ingest", "views", "stalls", "alerts", "report"]
+    assert list(out["steps_s"]) == ["ingest", "deltas", "views", "stalls", "alerts", "report"]
+    assert out["delta_days_built"] == 1  # the day of the fixture's counters, stored once
     assert all(s >= 0.0 for s in out["steps_s"].values())
 
 

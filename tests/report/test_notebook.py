@@ -45,7 +45,7 @@ def test_postmortem_executes_the_notebook_and_exports_html(
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert f"post-mortem of job-98372 step 33117: {out} (3 figures" in captured.out
-    assert "[3/11] Open the stall" in captured.err  # progress, one line per cell
+    assert "[3/12] Open the stall" in captured.err  # progress, one line per cell
     nb = nbformat.read(executed, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]

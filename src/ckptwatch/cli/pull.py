@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "pull", help="pull telemetry from where the cluster already keeps it (Prometheus)",
         description="Read telemetry from a server that already holds it, into the lake.")
-    sources = p.add_subparsers(dest="source", metavar="SOURCE", required=True)
+    sources = p.add_subparsers(dest="source", metavar="SOURCE", required=True,
+                               help="where the telemetry is kept: prometheus")
     q = sources.add_parser(
         "prometheus", help="SMART and fabric history from a Prometheus server",
         description="Read the node_exporter infiniband/ethtool and smartctl_exporter series "
