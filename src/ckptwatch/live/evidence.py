@@ -255,6 +255,8 @@ def live_evidence(lake_root: str, raw_dir: str | None, req: EvidenceRequest, *,
                                                max_bytes)
             if _overlay_raw(con, Path(raw_dir), files, now):
                 _rebuild_variables(con)
+                # The lake's stored counter deltas do not hold the raw rows: compute them.
+                con.execute("SET VARIABLE counter_deltas_derived = false")
         con.register("live_stall", _stall_frame(req).to_arrow())
         con.register("live_ranks", _ranks_frame(req).to_arrow())
         con.execute("create or replace view stalls as select * from live_stall")
