@@ -6,10 +6,10 @@ import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ckptwatch.ingest.run import IngestReport
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.safetext import (
     CONTROL_PATTERN,
@@ -18,6 +18,9 @@ from ckptwatch.safetext import (
     escape_lines,
     shell_command,
 )
+
+if TYPE_CHECKING:
+    from ckptwatch.ingest.run import IngestReport
 
 TABLE_ORDER = ("checkpoint_writes", "checkpoint_starts", "checkpoint_loads", "jobs", "nvme_smart",
                "fabric_counters", "pool_metrics", "topology")
