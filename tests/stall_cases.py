@@ -5,6 +5,8 @@ t1 (even ranks) and t2 (odd ranks); checkpoint every 300 s, ~10 s each. Telemetr
 ``build`` injects one cause at the stalled step and returns the lake. ``Case.unfinished`` names
 ranks that hang at the stalled step: they write a start marker and never their record (the job's
 timeout is 120 s; the later checkpoints take the data far past it, so that checkpoint timed out).
+``Case.wa_only``/``smart_every_s`` make a gc seen only through write amplification, sampled
+coarsely; ``Case.omit`` leaves telemetry families out.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ class Case:
     unfinished: tuple[int, ...] = ()  # ranks that start the stalled step and never finish it
     markers: bool = False  # every rank writes a start marker at every step
     extra: dict[str, float] = field(default_factory=dict)
+    #: gc seen only through write amplification: t1's NAND writes rise to this multiple of its
+    #: host writes during the stall (no gc_active, no free-blocks dip); None: the full gc.
+    wa_only: float | None = None
+    smart_every_s: int = 60  # SMART sampling interval (a multiple of 30)
+    #: a pause burst on n2 during the stalled step (n2's ranks are not slow in a gc/fabric case)
+    pause_on_n2_at_stall: bool = False
+    #: telemetry families left out: topology, phases, ocp (media bytes), pool, fabric
+    omit: tuple[str, ...] = ()
 
 
 def _ckpt_start(step: int) -> datetime:
@@ -88,12 +98,17 @@ def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
             if case.pause_burst_at_s is not None and node == "n1" and \
                     case.pause_burst_at_s <= s < case.pause_burst_at_s + 60:
                 rate = 20000.0
+            if case.pause_on_n2_at_stall and node == "n2" and in_stall:
+                rate = 20000.0
             pause[node] += rate * 30
             fab.append({"ts": ts, "node": node, "device": "mlx5_0", "port": "1",
                         "counter": "rx_prio3_pause", "value": pause[node], "source": "canonical"})
         for t in ("t1", "t2", "t3"):
-            gc_on = (case.stall == "gc" and t == "t1" and in_stall) or (
+            gc_on = (case.stall == "gc" and t == "t1" and in_stall and case.wa_only is None) or (
                 case.idle_gc_target == t and in_stall)
+            wa = 1.05 + 0.004 * ((s // 60) % 3 - 1)  # the drive's own small wobble
+            if case.wa_only is not None and case.stall == "gc" and t == "t1" and in_stall:
+                wa = case.wa_only
             md = 0.6
             if case.stall == "metadata" and in_stall:
                 md = 150.0
@@ -102,15 +117,17 @@ def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
                 md = 1.5
             written = 0.0 if t == "t3" else 3e7
             host[t] += written * 30
-            media[t] += (written * 1.05 + (4e8 if gc_on else 0.0)) * 30
+            media[t] += (written * wa + (4e8 if gc_on else 0.0)) * 30
             for metric, value in (("gc_active", 1.0 if gc_on else 0.0),
                                   ("free_blocks_pct", 8.0 if gc_on else 35.0),
                                   ("metadata_latency_ms", md)):
                 pool.append({"ts": ts, "pool": "p", "target": t, "metric": metric,
                              "value": value})
-            if s % 60 == 0:
+            if s % case.smart_every_s == 0:
                 for metric, value in (("host_written_bytes", host[t]),
                                       ("media_written_bytes", media[t])):
+                    if metric == "media_written_bytes" and "ocp" in case.omit:
+                        continue
                     smart.append({"ts": ts, "node": t, "device": "nvme0",
                                   "source": "nvme-ocp-smart", "metric": metric, "value": value,
                                   "model": None, "serial": None, "firmware": None})
@@ -118,8 +135,14 @@ def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
              "checkpoint_interval_s": float(INTERVAL_S), "step_time_s": None,
              "gpus_per_node": 4, "tier": "pool"}]
     topo = [{"node": n, "leaf_switch": "leaf01", "nic": "mlx5_0", "port": "1"} for n in NODES]
+    if "phases" in case.omit:
+        for row in cw:
+            row.update(open_s=None, write_s=None, fsync_s=None, close_s=None)
     tables = {"checkpoint_writes": cw, "fabric_counters": fab, "pool_metrics": pool,
               "nvme_smart": smart, "jobs": jobs, "topology": topo}
+    tables_of = {"topology": "topology", "pool": "pool_metrics", "fabric": "fabric_counters"}
+    left_out = {tables_of[o] for o in case.omit if o in tables_of}
+    tables = {k: v for k, v in tables.items() if k not in left_out}
     return tables | ({"checkpoint_starts": starts} if starts else {})
 
 

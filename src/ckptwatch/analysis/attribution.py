@@ -6,13 +6,19 @@ signal of that
 cause on the slow ranks' hosts? A cause without support is never reported, whatever the model
 says; a stall where no cause has support is ``unknown`` (an honest unknown beats a confident
 wrong answer). When a trained model is available (``ckptwatch train-model``), each supported
-cause's score is the mean of its rule score and the model's probability.
+cause's score is the mean of its rule score and the model's probability, then calibrated: an
+isotonic map fitted on the training seeds' out-of-fold scores turns it into the chance that the
+cause is right (``ckptwatch evaluate`` prints the reliability table that checks it).
+
+Support rests on evidence measured against each series' own noise (robust z-scores, see
+``ckptwatch.analysis.stalls``) that also singles out the slow ranks' hosts: a signal as high on
+the checkpoint's healthy hosts supports nothing.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,17 +26,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ckptwatch.analysis.stalls import FEATURES
+from ckptwatch.analysis.stalls import FEATURES, Z_ELEVATED
 
 CAUSES = ("gc", "metadata", "fabric_pause")
 UNKNOWN = "unknown"
 LABELS = (*CAUSES, UNKNOWN)
 #: Below this score a supported cause is still listed, but never as the top cause.
 MIN_TOP_SCORE = 0.2
-#: Pause / PortXmitWait on the slow ranks' NICs must be this many times its own baseline to
-#: support fabric_pause (a pause storm that doubles a checkpoint pauses the link for a large
-#: share of the time: far above the background of occasional pause frames).
-FABRIC_SUPPORT_RATIO = 20.0
+#: A signal supports a cause when it singles out the slow ranks' hosts: the share of them on
+#: which it stands out of its noise, minus that share on the checkpoint's other hosts, is at
+#: least this (``stalls.features_of``: ``*_separation``).
+SEPARATION_SUPPORT = 0.5
 
 
 @dataclass
@@ -72,73 +78,90 @@ def _hosts(names: list[str], limit: int = 4) -> str:
     return shown + (f" +{len(names) - limit}" if len(names) > limit else "")
 
 
+def _strength(z: float) -> float:
+    """How strongly a robust z-score speaks, in [0, 1]: 0 at the noise, 1 at 300 sigma."""
+    return _clip(math.log10(1.0 + max(z, 0.0)) / 2.5)
+
+
 def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
-    """Rule score, support and evidence of each cause for one stall's features."""
+    """Rule score, support and evidence of each cause for one stall's features.
+
+    A cause is supported only by a signal that stands out of its own series' noise
+    (``Z_ELEVATED``) on the slow ranks' hosts *and* singles them out (separation at least
+    ``SEPARATION_SUPPORT``): activity as high on the checkpoint's healthy hosts is no cause.
+    """
     data_side = 0.5 + 0.5 * (1.0 - f["metadata_share"])
     out = []
 
-    # fabric_pause: pause frames / PortXmitWait on the slow ranks' NICs far above baseline.
-    ratio = f["fabric_ratio_slow"]
-    fab_support = ratio >= FABRIC_SUPPORT_RATIO
-    fab_score = _clip(math.log10(max(ratio, 1.0)) / 3.0) * data_side
+    # fabric_pause: pause frames / PortXmitWait on the slow ranks' NICs, out of their noise
+    # and not on the checkpoint's other nodes.
+    z, sep = f["fabric_z_slow"], f["fabric_separation"]
+    fab_support = z >= Z_ELEVATED and sep >= SEPARATION_SUPPORT
+    fab_score = _strength(z) * _clip(sep) * data_side
     ev = []
-    if ratio > 1.5:
+    if z >= Z_ELEVATED:
         hosts = f.get("fabric_hosts_elevated") or []
         leaves = f.get("slow_leaves") or []
         where = (f" of {leaves[0]}" if len(leaves) == 1 else "")
         base = f["fabric_base_slow"]
-        shown = f["fabric_rate_slow"] / base if base > 0 else ratio
+        times = f" (x{f['fabric_rate_slow'] / base:.0f})" if base > 0 else ""
         ev.append(f"pause / PortXmitWait on {len(hosts)}/{len(f['slow_nodes'])} slow nodes"
                   f"{where} ({_hosts(hosts or f['slow_nodes'])}): {_k(f['fabric_rate_slow'])} vs "
-                  f"{_k(f['fabric_base_slow'])} baseline (x{shown:.0f})")
-        if f["fabric_ratio_contrast"] > 2 and f["fabric_ratio_contrast"] < ratio:
-            ev.append(f"x{f['fabric_ratio_contrast']:.0f} more than on the checkpoint's other "
-                      "nodes")
+                  f"{_k(base)} baseline{times}, {z:.0f} sigma above its own noise")
+        others = f.get("fabric_others_elevated") or []
+        if others:
+            ev.append(f"as high on {len(others)} of the checkpoint's other nodes "
+                      f"({_hosts(others)}): not specific to the slow ranks")
+        elif f["fabric_log_contrast"] > 0.3:
+            ev.append(f"x{10 ** f['fabric_log_contrast']:.0f} the checkpoint's other nodes")
     if f["leaf_purity"] > 0.5 and f.get("top_leaf"):
         ev.append(f"slow ranks cluster on leaf {f['top_leaf']} (purity {f['leaf_purity']:.2f})")
     out.append(CauseVerdict("fabric_pause", fab_score, fab_support, fab_score, evidence=ev))
 
-    # gc: the slow ranks' drives / targets collect garbage: gc_active, write amplification,
-    # free blocks low, controller busy; time goes to write/fsync; slow ranks share a target.
-    wa, drop, busy, gca = (f["wa_ratio_slow"], f["free_blocks_drop_slow"], f["busy_ratio_slow"],
-                           f["gc_active_slow"])
-    # Busy time alone is no GC evidence (any checkpoint write keeps a drive busy), nor is a
-    # free-block dip without write amplification on ranks that do not share the target.
-    gc_support = gca >= 0.3 or wa >= 1.8 or (drop >= 15.0 and (
-        wa >= 1.3 or f["target_purity"] >= 0.5))
-    strength = max(gca, _clip((wa - 1.0) / 3.0), _clip(drop / 30.0),
-                   _clip(math.log10(max(busy, 1.0)) / 1.5))
+    # gc: the slow ranks' drives / targets collect garbage: write amplification (OCP media vs
+    # SMART host bytes) or gc_active out of their noise, on the slow ranks' targets only.
+    wz, gca, sep = f["wa_z_slow"], f["gc_active_slow"], f["wa_separation"]
+    gca_z = gca / 0.05  # gc_active is 0 when idle: its noise floor (stalls.NOISE_FLOOR)
+    gc_support = max(wz, gca_z) >= Z_ELEVATED and sep >= SEPARATION_SUPPORT
+    strength = max(_strength(wz), _clip(gca), 0.5 * _strength(f["free_blocks_z_slow"]))
     concentration = 0.5 + 0.5 * _clip(f["target_purity"])
-    gc_score = strength * data_side * concentration
+    gc_score = strength * _clip(sep) * data_side * concentration
     ev = []
     targets = f.get("slow_targets") or []
     if gca > 0:
         ev.append(f"gc_active on the slow ranks' targets ({_hosts(targets)}): {gca:.2f} of the "
                   f"window (others {gca - f['gc_active_contrast']:.2f})")
-    if wa > 1.2 and f.get("wa_detail"):
+    if wz >= Z_ELEVATED and f.get("wa_detail"):
         d = f["wa_detail"]
+        every = f", one sample per {d['interval_s']:.0f} s" if d.get("interval_s") else ""
         ev.append(f"write amplification on {d['host']}: {d['wa']:.2f} vs {d['base']:.2f} "
-                  f"baseline (x{wa:.1f}, media vs host bytes written)")
-    if drop >= 5:
-        ev.append(f"free blocks {drop:.0f} percentage points below baseline on the slow ranks' "
-                  "drives")
-    if busy >= 2:
-        ev.append(f"controller busy time x{busy:.1f} its baseline rate")
+                  f"median (media vs host bytes written{every}), {wz:.0f} sigma above its own "
+                  "noise")
+    if f["free_blocks_z_slow"] >= Z_ELEVATED:
+        ev.append(f"free blocks {f['free_blocks_drop_slow']:.0f} percentage points below their "
+                  "median on the slow ranks' drives")
+    if f["busy_z_slow"] >= Z_ELEVATED:
+        ev.append(f"controller busy time {f['busy_z_slow']:.0f} sigma above its own noise")
     if f["target_purity"] > 0.5 and f.get("top_target"):
         ev.append(f"slow ranks cluster on target {f['top_target']} "
                   f"(purity {f['target_purity']:.2f})")
+    if max(wz, gca_z) >= Z_ELEVATED and sep < SEPARATION_SUPPORT:
+        ev.append("as high on targets the fast ranks use: not specific to the slow ranks")
     out.append(CauseVerdict("gc", gc_score, gc_support, gc_score, evidence=ev))
 
-    # metadata: open/close time up across many ranks; pool metadata latency high.
-    md = f["metadata_latency_ratio"]
+    # metadata: pool metadata latency out of its noise; open/close time up across many ranks.
+    mz = f["metadata_latency_z"]
     share = f["metadata_share"]
-    md_support = md >= 3.0 or (share >= 0.7 and f["slow_frac"] >= 0.5 and f["has_phases"] > 0)
-    md_score = max(_clip(math.log10(max(md, 1.0)) / 2.0) * (0.3 + 0.7 * share),
+    time_there = share >= 0.3 or f["has_phases"] == 0
+    md_support = (mz >= Z_ELEVATED and time_there) or (
+        share >= 0.7 and f["slow_frac"] >= 0.5 and f["has_phases"] > 0)
+    md_score = max(_strength(mz) * (0.3 + 0.7 * share) * float(time_there),
                    0.6 * share * f["slow_frac"] * f["has_phases"])
     ev = []
-    if md > 1.5:
+    if mz >= Z_ELEVATED:
         ev.append(f"pool metadata latency {f['metadata_latency_ms']:.1f} ms vs "
-                  f"{f['metadata_latency_base_ms']:.2f} ms baseline (x{md:.0f})")
+                  f"{f['metadata_latency_base_ms']:.2f} ms median, {mz:.0f} sigma above its "
+                  "own noise")
     if f["has_phases"] and share >= 0.3:
         ev.append(f"{share:.0%} of the slow ranks' extra time in open/close, "
                   f"{f['slow_frac']:.0%} of ranks slow")
@@ -151,9 +174,10 @@ def feature_matrix(features: pl.DataFrame) -> np.ndarray:
     cols = []
     for name in FEATURES:
         v = features[name].cast(pl.Float64).fill_null(0.0).to_numpy()
-        if name.endswith("ratio_slow") or name in ("metadata_latency_ratio",
-                                                   "fabric_ratio_contrast", "ratio_to_baseline"):
+        if name == "ratio_to_baseline":
             v = np.log10(np.maximum(v, 1e-3))
+        elif name.endswith("_z") or "_z_" in name:  # robust z-scores: signed log scale
+            v = np.sign(v) * np.log1p(np.abs(v))
         cols.append(v)
     return np.column_stack(cols) if cols else np.zeros((0, len(FEATURES)))
 
@@ -161,9 +185,12 @@ def feature_matrix(features: pl.DataFrame) -> np.ndarray:
 class AttributionModel:
     """A scikit-learn classifier over ``FEATURES`` (``LABELS`` as classes)."""
 
-    def __init__(self, estimator: Any, meta: dict[str, Any]) -> None:
+    def __init__(self, estimator: Any, meta: dict[str, Any], calibration: Any = None) -> None:
         self.estimator = estimator
         self.meta = meta
+        #: Isotonic map from a stall's raw top score to the chance that its top cause is right
+        #: (``fit_calibration``); None: scores stay raw.
+        self.calibration = calibration
 
     @classmethod
     def train(cls, features: pl.DataFrame, labels: list[str], *, seed: int = 0,
@@ -184,6 +211,46 @@ class AttributionModel:
         est.fit(feature_matrix(features), np.array(labels))
         return cls(est, {**(meta or {}), "features": list(FEATURES), "n_train": len(labels)})
 
+    def fit_calibration(self, features: pl.DataFrame, labels: list[str], *,
+                        seed: int = 0) -> None:
+        """Fit ``calibration`` on labelled stalls (full feature rows, with their context):
+        out-of-fold model probabilities (5-fold cross-validation, so the map learns how right
+        the model is on stalls it has not seen), the raw top score of each stall, and whether
+        its top cause was the truth; an isotonic regression of the one on the other."""
+        from collections import Counter
+
+        from sklearn.base import clone
+        from sklearn.isotonic import IsotonicRegression
+        from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+        x, y = feature_matrix(features), np.array(labels)
+        k = min(5, *Counter(labels).values())
+        if k < 2:  # a cause with one stall: no fold could learn it and test it too
+            self.calibration = None
+            self.meta["calibration"] = {"method": None, "n": len(labels),
+                                        "why": "too few stalls of some cause to calibrate"}
+            return
+        folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+        proba = cross_val_predict(clone(self.estimator), x, y, cv=folds, method="predict_proba")
+        classes = sorted(set(labels))
+        scores, right = [], []
+        for row, p, truth in zip(features.iter_rows(named=True), proba, labels, strict=True):
+            probs = {c: float(p[classes.index(c)]) if c in classes else 0.0 for c in LABELS}
+            top = attribute_one(row, probs)[0]
+            scores.append(top.score)
+            right.append(float(top.cause == truth))
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip", increasing=True)
+        iso.fit(np.array(scores), np.array(right))
+        self.calibration = iso
+        self.meta["calibration"] = {"method": "isotonic", "n": len(labels),
+                                    "out_of_fold_accuracy": float(np.mean(right))}
+
+    def calibrate(self, score: float) -> float:
+        """The calibrated form of a raw combined score (itself without ``calibration``)."""
+        if self.calibration is None:
+            return score
+        return float(self.calibration.predict(np.array([score]))[0])
+
     def probabilities(self, features: pl.DataFrame) -> list[dict[str, float]]:
         """Per stall: probability of each label."""
         if features.height == 0:
@@ -200,7 +267,8 @@ class AttributionModel:
         import joblib
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        joblib.dump({"estimator": self.estimator, "meta": self.meta}, path)
+        joblib.dump({"estimator": self.estimator, "meta": self.meta,
+                     "calibration": self.calibration}, path)
         path.with_suffix(".json").write_text(json.dumps(self.meta, indent=2, default=str))
 
     @classmethod
@@ -214,12 +282,14 @@ class AttributionModel:
         if blob.get("meta", {}).get("features") != list(FEATURES):
             raise ModelError(f"model {path} was built for other features; rebuild it with "
                                  "`ckptwatch train-model`")
-        return cls(blob["estimator"], blob["meta"])
+        return cls(blob["estimator"], blob["meta"], blob.get("calibration"))
 
 
-def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None) -> list[
-        CauseVerdict]:
-    """Ranked causes of one stall (``unknown`` first when nothing supports a cause)."""
+def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None,
+                  calibrate: Callable[[float], float] | None = None) -> list[CauseVerdict]:
+    """Ranked causes of one stall (``unknown`` first when nothing supports a cause).
+    ``calibrate``: maps each ranked score to a calibrated one (``AttributionModel.calibrate``),
+    after ranking on the raw scores."""
     verdicts = rule_verdicts(f)
     for v in verdicts:
         if proba is not None:
@@ -236,6 +306,9 @@ def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None
                                ["no signal of gc, metadata or a fabric pause stands out on the "
                                 "slow ranks' hosts during the window"])
         ranked = [unknown, *ranked]
+    if calibrate is not None:
+        for v in ranked:
+            v.score = calibrate(v.score)
     return ranked
 
 
@@ -244,8 +317,9 @@ def attribute(features: pl.DataFrame, model: AttributionModel | None = None) -> 
     """Ranked causes for every stall row of ``features``."""
     probas: list[dict[str, float] | None] = (
         list(model.probabilities(features)) if model is not None else [None] * features.height)
-    return [attribute_one(row, p) for row, p in zip(features.iter_rows(named=True), probas,
-                                                    strict=True)]
+    cal = model.calibrate if model is not None and model.calibration is not None else None
+    return [attribute_one(row, p, cal) for row, p in zip(features.iter_rows(named=True), probas,
+                                                         strict=True)]
 
 
 def load_default_model(path: Path | None = None) -> AttributionModel | None:

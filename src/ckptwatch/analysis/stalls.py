@@ -3,8 +3,18 @@
 Detection is the ``stalls`` mart (barrier time against the job's rolling median); the rank and
 signal evidence comes from the ``stall_ranks`` and ``stall_signals`` marts. This module turns
 those rows into one feature row per stall: where the slow ranks concentrate, where their time
-went, and what each signal family did on their hosts against its own baseline and against the
+went, and what each signal family did on their hosts against its own noise and against the
 other hosts. Every feature has a physical meaning (no artefact of one generator).
+
+Evidence is measured against each series' own noise (``int_signal_noise``: median and MAD of
+the series over the connection's days): a window level's robust z-score says how far it stands
+outside that series' variation, whatever the series' unit or the generator's habits, and the
+*separation* says whether the signal singles out the slow ranks' hosts (share of slow hosts
+that stand out minus share of the other hosts of the checkpoint that do). Coarse sampling is
+normal: the window level covers every sampling interval that overlaps the window (one SMART
+interval of minutes may span the whole checkpoint), never requiring a sample inside it. Fabric
+levels are also held against the same node's levels over the job's checkpoints
+(``counter_windows``): pause frames that grow with checkpoint traffic are that node's normal.
 
 A checkpoint whose ranks never finished (a start marker, no record) is a stall with a lower
 bound for its barrier, and a timed-out one is a stall whatever the ratio (``stalls`` mart); its
@@ -15,6 +25,7 @@ switches and targets, and the context lists where they were last seen (``unfinis
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import duckdb
@@ -39,9 +50,10 @@ def detect_stalls(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.
 #: Feature columns, in model order. Each is documented in ``FEATURE_DOCS``.
 FEATURES = (
     "ratio_to_baseline", "slow_frac", "has_phases", "metadata_share", "target_purity",
-    "leaf_purity", "node_purity", "fabric_ratio_slow", "fabric_log_rate_slow",
-    "fabric_ratio_contrast", "gc_active_slow", "gc_active_contrast", "wa_ratio_slow",
-    "free_blocks_drop_slow", "busy_ratio_slow", "metadata_latency_ratio", "tier_pool",
+    "leaf_purity", "node_purity", "fabric_z_slow", "fabric_separation", "fabric_log_contrast",
+    "fabric_log_rate_slow", "gc_active_slow", "gc_active_contrast", "wa_z_slow",
+    "wa_separation", "wa_rise_slow", "free_blocks_z_slow", "busy_z_slow", "metadata_latency_z",
+    "tier_pool", "has_topology", "has_fabric", "has_wa", "has_pool",
 )
 FEATURE_DOCS = {
     "ratio_to_baseline": "barrier time / the job's rolling median barrier",
@@ -51,26 +63,54 @@ FEATURE_DOCS = {
     "target_purity": "slow share of the most-hit target's ranks minus that of the others",
     "leaf_purity": "same for the most-hit leaf switch",
     "node_purity": "same for the most-hit node",
-    "fabric_ratio_slow": "pause / PortXmitWait rate on the slow ranks' nodes vs its baseline (max)",
-    "fabric_log_rate_slow": "log10 of that rate (frames or ticks per second)",
-    "fabric_ratio_contrast": "fabric ratio on slow nodes / on the other nodes of the checkpoint",
+    "fabric_z_slow": "pause / PortXmitWait during the window on the slow ranks' nodes: robust "
+                     "z-score against each node's own series (median, MAD), max",
+    "fabric_separation": "share of the slow ranks on nodes whose pause / PortXmitWait stands "
+                         "out (of its own noise and of the other nodes) minus that share of "
+                         "the checkpoint's other ranks",
+    "fabric_log_contrast": "log10 of the top slow node's pause rate over the other nodes' "
+                           "highest (each +1 /s)",
+    "fabric_log_rate_slow": "log10 of the top slow node's pause / PortXmitWait rate (+1 /s)",
     "gc_active_slow": "mean gc_active on the slow ranks' targets during the window (max)",
     "gc_active_contrast": "that minus gc_active on the other targets",
-    "wa_ratio_slow": "write amplification (media/host bytes) on the slow ranks' drives vs "
-                     "baseline (max)",
-    "free_blocks_drop_slow": "free blocks percentage points below baseline on those drives",
-    "busy_ratio_slow": "controller busy time rate vs baseline on those drives (max)",
-    "metadata_latency_ratio": "pool metadata latency during the window vs baseline (max over "
-                              "the job's targets)",
+    "wa_z_slow": "write amplification (OCP media vs SMART host bytes written) on the slow ranks' "
+                 "drives over the sampling intervals that overlap the window: robust z-score "
+                 "against that drive's own per-interval series, max",
+    "wa_separation": "share of the slow ranks writing to targets whose GC evidence (write "
+                     "amplification or gc_active) stands out minus that share of the other "
+                     "ranks",
+    "wa_rise_slow": "write amplification during the window minus its median, on the drive of "
+                    "wa_z_slow",
+    "free_blocks_z_slow": "free blocks below their median, in robust z, on the slow ranks' "
+                          "drives and targets (max)",
+    "busy_z_slow": "controller busy time rate on those drives, robust z (max)",
+    "metadata_latency_z": "pool metadata latency during the window, robust z against each "
+                          "target's own series (max over the job's targets)",
     "tier_pool": "1 for a pool-tier checkpoint",
+    "has_topology": "1 when the slow ranks' nodes have a known leaf switch",
+    "has_fabric": "1 when the slow ranks' nodes have pause / PortXmitWait telemetry",
+    "has_wa": "1 when the slow ranks' drives have both media and host bytes written",
+    "has_pool": "1 when the job's targets have pool telemetry (gc_active, metadata latency)",
 }
 
-
-def _ratio(level: float | None, base: float | None, floor: float) -> float:
-    if level is None or (isinstance(level, float) and math.isnan(level)):
-        return 1.0
-    base_v = 0.0 if base is None or (isinstance(base, float) and math.isnan(base)) else base
-    return float((level + floor) / (base_v + floor))
+#: A series' noise is at least this much (absolute, in the signal's unit; or this share of its
+#: median): a constant series (MAD 0) still varies by a count, a tick, a hundredth of a ratio.
+NOISE_FLOOR: dict[str, tuple[float, float]] = {
+    "pause": (1.0, 0.05), "xmit_wait": (1000.0, 0.05), "cnp": (1.0, 0.05),
+    "gc_active": (0.05, 0.0), "free_blocks_pct": (0.5, 0.02),
+    "write_amplification": (0.01, 0.005), "metadata_latency_ms": (0.02, 0.05),
+    "controller_busy_time_min": (1e-4, 0.05),
+}
+#: Hosts doing the same work in the same window differ by this much (absolute, or this share
+#: of their median) before one stands out of the others: rates by a quarter, write
+#: amplification by a few hundredths.
+CONTRAST_FLOOR: dict[str, tuple[float, float]] = {
+    "pause": (1.0, 0.25), "xmit_wait": (1000.0, 0.25), "gc_active": (0.05, 0.0),
+    "write_amplification": (0.02, 0.0),
+}
+#: A window level at least this many robust standard deviations above its series' median
+#: stands out of that series' noise ("elevated"); 5 sigma: rare by chance over a day of samples.
+Z_ELEVATED = 5.0
 
 
 def _purity(ranks: pl.DataFrame, col: str) -> tuple[float, str | None]:
@@ -95,6 +135,87 @@ def _max(df: pl.DataFrame, col: str, default: float) -> float:
     return float(v.max()) if len(v) else default  # type: ignore[arg-type]
 
 
+def robust_z(level: pl.Expr, median: pl.Expr, mad: pl.Expr, signal: pl.Expr) -> pl.Expr:
+    """How many robust standard deviations (1.4826 x MAD, at least the signal's
+    ``NOISE_FLOOR``) ``level`` stands above ``median``; 0 where either is unknown."""
+    floor_abs = signal.replace_strict({k: v[0] for k, v in NOISE_FLOOR.items()}, default=1e-9,
+                                      return_dtype=pl.Float64)
+    floor_rel = signal.replace_strict({k: v[1] for k, v in NOISE_FLOOR.items()}, default=0.05,
+                                      return_dtype=pl.Float64)
+    sigma = pl.max_horizontal(1.4826 * mad.fill_null(0.0), floor_abs,
+                              floor_rel * median.abs().fill_null(0.0))
+    return ((level - median) / sigma).fill_nan(None).fill_null(0.0)
+
+
+def _with_noise(signals: pl.DataFrame, noise: pl.DataFrame | None) -> pl.DataFrame:
+    """``signals`` with each series' ``median_level``/``mad_level`` (``int_signal_noise``;
+    without it, the baseline as median and no spread) and the window level's robust ``z``."""
+    if noise is None or noise.height == 0 or signals.height == 0:
+        s = signals.with_columns(pl.col("baseline_level").alias("median_level"),
+                                 pl.lit(0.0).alias("mad_level"))
+    else:
+        s = signals.join(noise.select("host", "family", "signal", "median_level", "mad_level"),
+                         on=["host", "family", "signal"], how="left")
+        s = s.with_columns(pl.coalesce("median_level", "baseline_level").alias("median_level"))
+    return s.with_columns(robust_z(pl.col("level"), pl.col("median_level"), pl.col("mad_level"),
+                                   pl.col("signal")).alias("z"))
+
+
+def _wa_by_host(tgt: pl.DataFrame, noise: pl.DataFrame | None) -> pl.DataFrame:
+    """Per target host: write amplification over the window's sampling intervals (media / host
+    bytes written), its series' median and MAD, and its robust z."""
+    media = tgt.filter(pl.col("signal") == "media_written_bytes").select(
+        "host", pl.col("level").alias("media"))
+    host_w = tgt.filter(pl.col("signal") == "host_written_bytes").select(
+        "host", pl.col("level").alias("written"), pl.col("sample_interval_max_s"))
+    wa = media.join(host_w, on="host").filter(pl.col("written") > 0).with_columns(
+        (pl.col("media") / pl.col("written")).alias("wa"))
+    if noise is not None and noise.height:
+        nz = noise.filter(pl.col("signal") == "write_amplification").select(
+            "host", "median_level", "mad_level")
+        wa = wa.join(nz, on="host", how="left")
+    else:
+        wa = wa.with_columns(pl.lit(None, pl.Float64).alias("median_level"),
+                             pl.lit(None, pl.Float64).alias("mad_level"))
+    return wa.with_columns(robust_z(pl.col("wa"), pl.col("median_level"), pl.col("mad_level"),
+                                    pl.lit("write_amplification")).alias("z"))
+
+
+def _standing_out(df: pl.DataFrame, slow: set[str]) -> dict[str, bool]:
+    """Per host of ``df`` (rows: host, signal, level, z): does one of its series stand out
+    both of its own noise (z at least ``Z_ELEVATED``) and of the same signal's levels on the
+    other (fast) hosts in the same window (as many robust deviations of those, at least the
+    signal's ``CONTRAST_FLOOR``)? Without fast hosts, its own noise decides."""
+    out: dict[str, bool] = {}
+    for (signal,), g in df.group_by("signal"):
+        fast = g.filter(~pl.col("host").is_in(list(slow)))["level"].drop_nulls().drop_nans()
+        a, r = CONTRAST_FLOOR.get(str(signal), (0.0, 0.25))
+        med = float(fast.median()) if fast.len() else 0.0  # type: ignore[arg-type]
+        mad = float((fast - med).abs().median()) if fast.len() else 0.0  # type: ignore[arg-type]
+        sigma = max(1.4826 * mad, a, r * abs(med), NOISE_FLOOR.get(str(signal), (1e-9, 0))[0])
+        for host, level, z in zip(g["host"], g["level"], g["z"], strict=True):
+            if level is None or z is None:
+                continue
+            zw = (level - med) / sigma if fast.len() else z
+            out[host] = out.get(host, False) or (z >= Z_ELEVATED and zw >= Z_ELEVATED)
+    return out
+
+
+def _separation(stands_out: Mapping[str, bool], ranks: pl.DataFrame, col: str) -> float:
+    """Share of the slow ranks whose host (``col``: node or target host, among hosts with the
+    signal) stands out, minus that share of the other ranks: 1 when the signal singles out
+    exactly the slow ranks, 0 or below when healthy ranks sit on hosts that show it as much."""
+    r = ranks.filter(pl.col(col).is_in(list(stands_out)))
+    if r.height == 0:
+        return 0.0
+    out = r[col].replace_strict(dict(stands_out), return_dtype=pl.Boolean)
+    slow = r["is_slow"].fill_null(False)
+    n_slow, n_fast = int(slow.sum()), int((~slow).sum())
+    s_share = int((out & slow).sum()) / n_slow if n_slow else 0.0
+    f_share = int((out & ~slow).sum()) / n_fast if n_fast else 0.0
+    return s_share - f_share
+
+
 def stall_features(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:
     """One row per stall: identity columns, ``FEATURES`` and the context evidence needs."""
     stalls = detect_stalls(con, job)
@@ -104,15 +225,57 @@ def stall_features(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl
                     {"job": job})
     signals = run_sql(con, "select * from stall_signals where ($job is null or job_id = $job)",
                       {"job": job})
+    hosts = sorted(set(signals["host"].to_list()))
+    noise = run_sql(con, "select * from int_signal_noise where list_contains($hosts, host)",
+                    {"hosts": hosts})
+    history = run_sql(con, """
+        select job_id, step, host, family, sum(level) as level
+        from counter_windows
+        where family in ('pause', 'xmit_wait') and ($job is null or job_id = $job)
+            and list_contains($hosts, host)
+        group by job_id, step, host, family
+    """, {"job": job, "hosts": hosts})
     rows = []
     for st in stalls.iter_rows(named=True):
         key = (pl.col("job_id") == st["job_id"]) & (pl.col("step") == st["step"])
-        rows.append({**st, **features_of(ranks.filter(key), signals.filter(key))})
+        rows.append({**st, **features_of(ranks.filter(key), signals.filter(key), noise,
+                                         history.filter(pl.col("job_id") == st["job_id"]))})
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def features_of(ranks: pl.DataFrame, signals: pl.DataFrame) -> dict[str, Any]:
-    """Features (and their context) of one stall from its ``stall_ranks``/``stall_signals``."""
+def _against_checkpoints(fab: pl.DataFrame, history: pl.DataFrame | None,
+                         step: int | None) -> pl.DataFrame:
+    """``fab`` (fabric rows of one stall) with ``z`` lowered to the z of its level against the
+    same host's levels over the job's checkpoints (``counter_windows``: median and MAD), where
+    known: a node that always pauses more while checkpointing is not singled out by doing so
+    again."""
+    if history is None or history.height == 0 or fab.height == 0 or step is None:
+        return fab
+    h = history.filter(pl.col("level").is_not_null())
+    normal = h.group_by("host", "family").agg(pl.col("level").median().alias("ck_median"))
+    spread = h.join(normal, on=["host", "family"]).group_by("host", "family").agg(
+        (pl.col("level") - pl.col("ck_median")).abs().median().alias("ck_mad"),
+        pl.col("ck_median").first())
+    now = h.filter(pl.col("step") == step).select("host", "family",
+                                                  pl.col("level").alias("ck_level"))
+    f = fab.join(spread, on=["host", "family"], how="left").join(now, on=["host", "family"],
+                                                                  how="left")
+    floor_abs = pl.col("family").replace_strict({k: v[0] for k, v in CONTRAST_FLOOR.items()},
+                                                default=1.0, return_dtype=pl.Float64)
+    sigma = pl.max_horizontal(1.4826 * pl.col("ck_mad").fill_null(0.0), floor_abs,
+                              0.25 * pl.col("ck_median").abs().fill_null(0.0))
+    zc = ((pl.col("ck_level") - pl.col("ck_median")) / sigma)
+    return f.with_columns(pl.when(zc.is_not_null()).then(pl.min_horizontal(pl.col("z"), zc))
+                          .otherwise(pl.col("z")).alias("z")).drop(
+        "ck_median", "ck_mad", "ck_level")
+
+
+def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
+                noise: pl.DataFrame | None = None,
+                history: pl.DataFrame | None = None) -> dict[str, Any]:
+    """Features (and their context) of one stall from its ``stall_ranks``/``stall_signals``
+    rows, the series' noise (``int_signal_noise``; None: baselines without spread) and the
+    job's fabric levels per checkpoint and host (``counter_windows``; None: not used)."""
     n = max(ranks.height, 1)
     slow = ranks.filter(pl.col("is_slow"))
     has_phases = float(ranks["metadata_excess_s"].drop_nulls().len() > 0) if ranks.height else 0.0
@@ -126,54 +289,51 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame) -> dict[str, Any]:
     node_purity, top_node = _purity(ranks, "node")
     slow_nodes = set(slow["node"].to_list())
     slow_targets = set(slow["target_host"].drop_nulls().to_list())
+    sig = _with_noise(signals, noise)
 
-    fab = signals.filter(pl.col("family").is_in(["pause", "xmit_wait"]) & pl.col("is_rank_node"))
-    fab = fab.with_columns(pl.struct("level", "baseline_level").map_elements(
-        lambda s: _ratio(s["level"], s["baseline_level"], 1.0), return_dtype=pl.Float64)
-        .alias("ratio"))
+    # Fabric: per rank node, the larger z of pause and PortXmitWait.
+    fab = sig.filter(pl.col("family").is_in(["pause", "xmit_wait"]) & pl.col("is_rank_node"))
+    fab = _against_checkpoints(fab, history, int(ranks["step"][0]) if ranks.height else None)
     fab_slow = fab.filter(pl.col("host").is_in(list(slow_nodes)))
     fab_other = fab.filter(~pl.col("host").is_in(list(slow_nodes)))
-    fabric_ratio_slow = _max(fab_slow, "ratio", 1.0)
-    fabric_rate = _max(fab_slow, "level", 0.0)
-    fabric_ratio_other = _max(fab_other, "ratio", 1.0)
+    fab_out = _standing_out(fab, slow_nodes)
+    top_fab = fab_slow.sort("z", descending=True).head(1)
+    fabric_rate = _max(top_fab, "level", 0.0)
+    fabric_base = _max(top_fab, "median_level", 0.0)
+    same_family = (fab_other.filter(pl.col("family") == top_fab["family"][0]) if top_fab.height
+                   else fab_other)
+    other_rate = _max(same_family, "level", fabric_base)
 
-    tgt = signals.filter(pl.col("is_target"))
+    # GC: per target host (pool target, or the node of a local drive), write amplification
+    # against its own per-interval noise, and gc_active where the pool reports it.
+    tgt = sig.filter(pl.col("is_target"))
     in_slow = pl.col("host").is_in(list(slow_targets))
-
-    def sig(name: str, where: pl.Expr) -> pl.DataFrame:
-        return tgt.filter((pl.col("signal") == name) & where)
-
-    gc_slow = _max(sig("gc_active", in_slow), "level", 0.0)
-    gc_other = _max(sig("gc_active", ~in_slow), "level", 0.0)
-    media = sig("media_written_bytes", in_slow).select("host", "level", "baseline_level")
-    host_w = sig("host_written_bytes", in_slow).select("host", "level", "baseline_level")
-    wa_ratio = 1.0
+    wa = _wa_by_host(tgt, noise)
+    wa_slow = wa.filter(in_slow).sort("z", descending=True)
+    gca = tgt.filter(pl.col("signal") == "gc_active")
+    gc_out = _standing_out(pl.concat([
+        wa.select("host", pl.lit("write_amplification").alias("signal"),
+                  pl.col("wa").alias("level"), "z"),
+        gca.select("host", "signal", "level", "z")]), slow_targets)
+    gc_slow = _max(gca.filter(in_slow), "level", 0.0)
+    gc_other = _max(gca.filter(~in_slow), "level", 0.0)
     wa_best: dict[str, Any] = {}
-    if media.height and host_w.height:
-        j = media.join(host_w, on="host", suffix="_host")
-        for r in j.iter_rows(named=True):
-            if not r["level_host"] or not r["baseline_level_host"] or not r["baseline_level"]:
-                continue
-            wa = r["level"] / r["level_host"]
-            base = r["baseline_level"] / r["baseline_level_host"]
-            if base > 0 and wa / base > wa_ratio:
-                wa_ratio, wa_best = wa / base, {"host": r["host"], "wa": wa, "base": base}
-    fb = sig("free_blocks_pct", in_slow).filter(pl.col("baseline_level").is_not_null())
-    free_drop = _max(fb.with_columns((pl.col("baseline_level") - pl.col("level_min"))
-                                     .alias("drop")), "drop", 0.0)
-    busy = sig("controller_busy_time_min", in_slow).with_columns(
-        pl.struct("level", "baseline_level").map_elements(
-            lambda s: _ratio(s["level"], s["baseline_level"], 1e-4), return_dtype=pl.Float64)
-        .alias("ratio"))
-    busy_ratio = _max(busy, "ratio", 1.0)
-    md = signals.filter((pl.col("signal") == "metadata_latency_ms") & pl.col("is_target"))
-    md = md.with_columns(pl.struct("level", "baseline_level").map_elements(
-        lambda s: _ratio(s["level"], s["baseline_level"], 0.05), return_dtype=pl.Float64)
-        .alias("ratio"))
-    md_ratio = _max(md, "ratio", 1.0)
+    if wa_slow.height:
+        b = wa_slow.row(0, named=True)
+        wa_best = {"host": b["host"], "wa": b["wa"], "base": b["median_level"] or 0.0,
+                   "z": b["z"], "interval_s": b["sample_interval_max_s"]}
+    fb = tgt.filter((pl.col("signal") == "free_blocks_pct") & in_slow).with_columns(
+        (-robust_z(pl.col("level_min"), pl.col("median_level"), pl.col("mad_level"),
+                   pl.col("signal"))).alias("drop_z"),
+        (pl.col("median_level") - pl.col("level_min")).alias("drop"))
+    busy = tgt.filter((pl.col("signal") == "controller_busy_time_min") & in_slow)
+    md = sig.filter((pl.col("signal") == "metadata_latency_ms") & pl.col("is_target"))
+    top_md = md.sort("z", descending=True).head(1)
     tier = ranks["tier"][0] if ranks.height else None
     unfinished = (ranks.filter(pl.col("is_unfinished")) if "is_unfinished" in ranks.columns
                   else ranks.clear())
+    has_pool = float(tgt.filter(pl.col("signal").is_in(["gc_active", "metadata_latency_ms"]))
+                     .height > 0)
     return {
         "slow_frac": slow.height / n,
         "n_slow": slow.height,
@@ -184,24 +344,34 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame) -> dict[str, Any]:
         "node_purity": node_purity, "top_node": top_node,
         "slow_nodes": sorted(slow_nodes), "slow_targets": sorted(slow_targets),
         "slow_leaves": sorted(set(slow["leaf_switch"].drop_nulls().to_list())),
-        "fabric_ratio_slow": fabric_ratio_slow,
+        "fabric_z_slow": _max(fab_slow, "z", 0.0),
+        "fabric_separation": _separation(fab_out, ranks, "node"),
+        "fabric_log_contrast": math.log10((fabric_rate + 1.0) / (other_rate + 1.0)),
         "fabric_log_rate_slow": math.log10(fabric_rate + 1.0),
-        "fabric_rate_slow": _max(fab_slow.sort("ratio", descending=True).head(1), "level", 0.0),
-        "fabric_base_slow": _max(fab_slow.sort("ratio", descending=True).head(1),
-                                 "baseline_level", 0.0),
-        "fabric_ratio_contrast": fabric_ratio_slow / max(fabric_ratio_other, 1.0),
-        "fabric_hosts_elevated": sorted(fab_slow.filter(pl.col("ratio") >= 5)["host"]
-                                        .unique().to_list()),
+        "fabric_rate_slow": fabric_rate,
+        "fabric_base_slow": fabric_base,
+        "fabric_other_slow": other_rate,
+        "fabric_hosts_elevated": sorted(h for h, v in fab_out.items() if v and h in slow_nodes),
+        "fabric_others_elevated": sorted(h for h, v in fab_out.items()
+                                         if v and h not in slow_nodes),
         "gc_active_slow": gc_slow,
         "gc_active_contrast": gc_slow - gc_other,
-        "wa_ratio_slow": wa_ratio, "wa_detail": wa_best,
-        "free_blocks_drop_slow": free_drop,
-        "busy_ratio_slow": busy_ratio,
-        "metadata_latency_ratio": md_ratio,
-        "metadata_latency_ms": _max(md.sort("ratio", descending=True).head(1), "level", 0.0),
-        "metadata_latency_base_ms": _max(md.sort("ratio", descending=True).head(1),
-                                         "baseline_level", 0.0),
+        "wa_z_slow": float(wa_best.get("z", 0.0)),
+        "wa_separation": _separation(gc_out, ranks, "target_host"),
+        "wa_rise_slow": float(wa_best["wa"] - wa_best["base"]) if wa_best else 0.0,
+        "wa_detail": wa_best,
+        "gc_targets_elevated": sorted(h for h, v in gc_out.items() if v and h in slow_targets),
+        "free_blocks_z_slow": _max(fb, "drop_z", 0.0),
+        "free_blocks_drop_slow": _max(fb, "drop", 0.0),
+        "busy_z_slow": _max(busy, "z", 0.0),
+        "metadata_latency_z": _max(md, "z", 0.0),
+        "metadata_latency_ms": _max(top_md, "level", 0.0),
+        "metadata_latency_base_ms": _max(top_md, "median_level", 0.0),
         "tier_pool": 1.0 if tier == "pool" else 0.0,
+        "has_topology": float(slow["leaf_switch"].drop_nulls().len() > 0),
+        "has_fabric": float(fab_slow.height > 0),
+        "has_wa": float(wa.filter(in_slow).height > 0),
+        "has_pool": has_pool,
         "unfinished_nodes": list(where_seen(unfinished["node"].to_list())),
         "unfinished_leaves": list(where_seen(unfinished["leaf_switch"].to_list(),
                                              split_commas=True)),

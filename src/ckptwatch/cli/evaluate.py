@@ -33,6 +33,10 @@ def parse_seeds(text: str) -> list[int]:
 def _scenario_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=16, help="nodes per scenario (default 16)")
     p.add_argument("--hours", type=float, default=6.0, help="hours per scenario (default 6)")
+    p.add_argument("--families", default="varied",
+                   help="scenario families the seeds cycle through: varied (default: every "
+                   "family: base, coarse_smart, local_wa_only, weak, background, no_topology, "
+                   "no_phases, no_ocp, no_pool) or a comma list of them")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -42,7 +46,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "evaluate", help="score stall detection and attribution on generated scenarios",
         description="Generate scenarios with the given seeds (never the model's training "
         "seeds), run ingest, detection and attribution on each, and print detection "
-        "precision/recall, per-cause precision/recall/F1 and the confusion matrix.")
+        "precision/recall, per-cause precision/recall/F1, the confusion matrix, figures per "
+        "scenario family and the reliability of the scores (score bin -> how often the top "
+        "cause was right).")
     p.add_argument("--seeds", default="2000-2019",
                    help="seeds to evaluate on, e.g. 2000-2019 (default) or 5,7,9")
     p.add_argument("--model", type=Path, default=None,
@@ -76,11 +82,12 @@ def _progress(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def run_train(args: argparse.Namespace) -> int:
     """Train and save the model."""
     from ckptwatch.settings import model_path
-    from ckptwatch.simulate.evaluation import train_model
+    from ckptwatch.simulate.evaluation import parse_families, train_model
 
     seeds = parse_seeds(args.seeds)
     out = args.out or model_path()
-    model = train_model(seeds, progress=_progress(args), nodes=args.nodes, hours=args.hours)
+    model = train_model(seeds, progress=_progress(args), nodes=args.nodes, hours=args.hours,
+                        families=parse_families(args.families))
     model.save(out)
     labels = ", ".join(f"{k} {v}" for k, v in model.meta["labels"].items())
     print(f"model -> {out} (trained on {model.meta['n_train']} stalls from {len(seeds)} "
@@ -92,9 +99,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Evaluate and print the scores."""
     from ckptwatch.analysis.attribution import load_default_model
     from ckptwatch.cli._render import render_table
-    from ckptwatch.simulate.evaluation import evaluate
+    from ckptwatch.simulate.evaluation import COMPLETE_FAMILIES, evaluate, parse_families
 
     seeds = parse_seeds(args.seeds)
+    families = parse_families(args.families)
     model = None if args.rules_only else load_default_model(args.model)
     if args.model is not None and model is None and not args.rules_only:
         raise ModelError(f"model {args.model} not found")
@@ -104,14 +112,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise ModelError(f"seeds {overlap[:5]} were used to train the model; "
                              "evaluate on unseen seeds")
     report = evaluate(seeds, model, progress=_progress(args), nodes=args.nodes,
-                      hours=args.hours)
+                      hours=args.hours, families=families)
     if args.format == "json":
         print(json.dumps({**report.to_dict(), "model": None if model is None else model.meta},
                          indent=2, default=str))
         return 0
     print(f"evaluation on {len(seeds)} unseen scenarios (seeds {args.seeds}, {args.nodes} "
-          f"nodes x {args.hours:g} h); attribution: "
-          f"{'rules + model' if model else 'rules only'}")
+          f"nodes x {args.hours:g} h, families {args.families}); attribution: "
+          f"{'rules + calibrated model' if model else 'rules only'}")
     print(f"stall detection: precision {report.precision:.3f}, recall {report.recall:.3f} "
           f"({report.true_positives} true, {report.false_positives} false, "
           f"{report.false_negatives} missed)")
@@ -120,6 +128,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
     print(render_table(report.per_cause(), float_precision=3))
     print("confusion matrix (rows: true cause, columns: predicted top cause)")
     print(render_table(report.confusion()))
+    complete = report.subset(COMPLETE_FAMILIES)
+    if complete.truth and len(families) > 1:
+        print(f"with every telemetry family present ({', '.join(complete.detection_by_family)})"
+              f": detection precision {complete.precision:.3f}, recall {complete.recall:.3f}, "
+              f"cause macro-F1 {complete.macro_f1:.3f}")
+    print("per scenario family (wrong_cause: given a cause that is not the truth; unknown: "
+          "left unknown)")
+    print(render_table(report.per_family(), float_precision=3))
+    print("reliability of the top cause's score (accuracy: how often it was the true cause)")
+    print(render_table(report.reliability(), float_precision=3))
     for m in report.mistakes[:10]:
         print(f"  miss: seed {m['seed']} {m['job_id']} step {m['step']}: truth {m['truth']}, "
               f"predicted {m['predicted']}")

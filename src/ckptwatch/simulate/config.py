@@ -10,6 +10,9 @@ from ckptwatch.errors import SimulationConfigError
 DEFAULT_START = "2026-11-28T00:00:00Z"
 #: Values of ``--format-mix``.
 FORMAT_MIXES = ("default", "world")
+GC_EVIDENCE = ("full", "wa_only")
+SIGNAL_STRENGTHS = ("strong", "weak")
+OMITTABLE = ("topology", "phases", "ocp", "pool")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,22 @@ class SimulationConfig:
     format_mix: str = "default"
     #: NICs (RoCE netdevs / IB HCAs) per node; the extra rails carry the node's counters scaled.
     nics_per_node: int = 1
+    #: How GC on local drives shows (``GC_EVIDENCE``): ``full`` (write amplification, free
+    #: blocks dip, controller busy, temperature) or ``wa_only`` (a modest write-amplification
+    #: rise and nothing else: all some drives show).
+    gc_evidence: str = "full"
+    #: ``strong`` or ``weak`` (``SIGNAL_STRENGTHS``): weak stall signals (pause rates and write
+    #: amplification a few times lower: still outside their series' noise) and a noisier
+    #: background of pause frames and write amplification.
+    signal_strength: str = "strong"
+    #: Chance that each stall has a background episode at the same time on hosts it does not
+    #: slow (a pause burst on the checkpoint's fast nodes, GC on a target its slow ranks do not
+    #: use): activity that singles out no slow rank. 0: none.
+    background_per_stall: float = 0.0
+    #: Telemetry families left out of the scenario (``OMITTABLE``): ``topology`` (no
+    #: topology.csv), ``phases`` (no open/write/fsync/close columns), ``ocp`` (no OCP SMART:
+    #: no media bytes written, so no write amplification), ``pool`` (no pool metrics).
+    omit: tuple[str, ...] = ()
 
     def start_epoch(self) -> float:
         """``start`` as epoch seconds."""
@@ -79,6 +98,15 @@ class SimulationConfig:
             (1 <= self.nics_per_node <= 8, "--nics-per-node must be between 1 and 8"),
             (self.nics_per_node == 1 or self.fabric_format == "raw",
              "--nics-per-node above 1 needs --fabric-format raw"),
+            (self.gc_evidence in GC_EVIDENCE,
+             f"gc_evidence must be one of {', '.join(GC_EVIDENCE)}"),
+            (self.signal_strength in SIGNAL_STRENGTHS,
+             f"signal_strength must be one of {', '.join(SIGNAL_STRENGTHS)}"),
+            (0.0 <= self.background_per_stall <= 1.0,
+             "background_per_stall must be between 0 and 1"),
+            (set(self.omit) <= set(OMITTABLE),
+             f"omit: unknown telemetry family {sorted(set(self.omit) - set(OMITTABLE))}; "
+             f"choose from {', '.join(OMITTABLE)}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -9,6 +9,7 @@ ingest -> SQL marts -> features -> attribution, and is scored against its ``labe
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -28,6 +29,56 @@ from ckptwatch.simulate.scenario import simulate
 #: Scenario size for training and evaluation: bigger than the demo sample, still quick.
 SCENARIO = {"nodes": 16, "hours": 6.0}
 
+#: Scenario families of the varied simulator: what each changes (``SimulationConfig`` fields).
+#: ``smart`` in a family draws a SMART interval of 1-5 minutes from the seed (each drive then
+#: samples at 0.67-1.33x it, with jitter). The ``no_*`` families leave one telemetry family out:
+#: each must give ``unknown`` or a lower score, never a confident wrong cause.
+FAMILIES: dict[str, dict[str, Any]] = {
+    "base": {},
+    "coarse_smart": {"smart": True},
+    "local_wa_only": {"smart": True, "gc_evidence": "wa_only"},
+    "weak": {"signal_strength": "weak"},
+    "background": {"background_per_stall": 0.7},
+    "no_topology": {"omit": ("topology",)},
+    "no_phases": {"omit": ("phases",)},
+    "no_ocp": {"omit": ("ocp",)},
+    "no_pool": {"omit": ("pool",)},
+}
+#: Families with every telemetry family present: the headline figures.
+COMPLETE_FAMILIES = ("base", "coarse_smart", "local_wa_only", "weak", "background")
+
+
+def family_of(seed: int, families: tuple[str, ...]) -> str:
+    """The family of ``seed`` when seeds cycle through ``families``."""
+    return families[seed % len(families)]
+
+
+def family_options(family: str, seed: int) -> dict[str, Any]:
+    """``simulate`` options of ``family`` for ``seed``."""
+    from ckptwatch.errors import UsageError
+
+    if family not in FAMILIES:
+        raise UsageError(f"unknown scenario family {family!r}; choose from "
+                         f"{', '.join(FAMILIES)}")
+    opts = dict(FAMILIES[family])
+    if opts.pop("smart", False):
+        opts["smart_interval_s"] = 60.0 + float((seed * 7919) % 241)  # 60-300 s
+    return opts
+
+
+def parse_families(text: str) -> tuple[str, ...]:
+    """``varied`` (every family), ``base``, or a comma list of ``FAMILIES`` names."""
+    from ckptwatch.errors import UsageError
+
+    if text == "varied":
+        return tuple(FAMILIES)
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in names if x not in FAMILIES]
+    if bad or not names:
+        raise UsageError(f"--families {text!r}: use varied, or names from "
+                         f"{', '.join(FAMILIES)}")
+    return names
+
 
 @dataclass
 class ScenarioResult:
@@ -36,6 +87,7 @@ class ScenarioResult:
     seed: int
     features: pl.DataFrame
     truth: dict[tuple[str, int], list[str]]
+    family: str = "base"
 
     def matched_labels(self) -> list[str | None]:
         """Per detected stall: the true primary cause, or None when it is not a true stall."""
@@ -63,22 +115,29 @@ def run_scenario(seed: int, workdir: Path, settings: DetectionSettings | None = 
 
 
 def scenarios(seeds: Iterable[int], *, progress: Callable[[str], None] | None = None,
-              **scenario: Any) -> list[ScenarioResult]:
-    """Run every seed in a temporary directory (removed afterwards)."""
+              families: tuple[str, ...] = ("base",), **scenario: Any) -> list[ScenarioResult]:
+    """Run every seed in a temporary directory (removed afterwards); seeds cycle through
+    ``families`` (``family_of``)."""
     out = []
     with tempfile.TemporaryDirectory(prefix="ckptwatch-eval-") as tmp:
         for i, seed in enumerate(seeds, start=1):
+            family = family_of(seed, families)
             if progress:
-                progress(f"scenario {i}: seed {seed}")
-            out.append(run_scenario(seed, Path(tmp), **scenario))
+                progress(f"scenario {i}: seed {seed} ({family})")
+            res = run_scenario(seed, Path(tmp), **{**family_options(family, seed), **scenario})
+            res.family = family
+            out.append(res)
+            shutil.rmtree(Path(tmp) / f"raw-{seed}", ignore_errors=True)
+            shutil.rmtree(Path(tmp) / f"lake-{seed}", ignore_errors=True)
     return out
 
 
 def train_model(seeds: list[int], *, progress: Callable[[str], None] | None = None,
-                **scenario: Any) -> AttributionModel:
-    """Fit the attribution model on the true stalls of these seeds' scenarios."""
+                families: tuple[str, ...] = ("base",), **scenario: Any) -> AttributionModel:
+    """Fit the attribution model on the true stalls of these seeds' scenarios, and its score
+    calibration (``AttributionModel.fit_calibration``) on the same stalls, out of fold."""
     frames, labels = [], []
-    for res in scenarios(seeds, progress=progress, **scenario):
+    for res in scenarios(seeds, progress=progress, families=families, **scenario):
         keep = [lab is not None for lab in res.matched_labels()]
         if any(keep):
             frames.append(res.features.filter(pl.Series(keep)))
@@ -88,9 +147,15 @@ def train_model(seeds: list[int], *, progress: Callable[[str], None] | None = No
 
         raise ModelError("the training scenarios produced no labelled stalls")
     features = pl.concat(frames, how="diagonal_relaxed")
-    return AttributionModel.train(features, labels, meta={
+    model = AttributionModel.train(features, labels, meta={
         "training_seeds": seeds, "scenario": {**SCENARIO, **scenario},
-        "labels": {lab: labels.count(lab) for lab in LABELS}})
+        "families": list(families), "labels": {lab: labels.count(lab) for lab in LABELS}})
+    model.fit_calibration(features, labels)
+    return model
+
+
+#: Score bins of the reliability table.
+RELIABILITY_BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
 
 
 @dataclass
@@ -103,7 +168,12 @@ class EvalReport:
     false_negatives: int = 0
     truth: list[str] = field(default_factory=list)
     predicted: list[str] = field(default_factory=list)
+    #: Per attributed stall: the top cause's score and the scenario family.
+    scores: list[float] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
     mistakes: list[dict[str, Any]] = field(default_factory=list)
+    #: Per family: detection counts [true, false, missed].
+    detection_by_family: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def precision(self) -> float:
@@ -132,6 +202,67 @@ class EvalReport:
         pc = self.per_cause().filter(pl.col("support") > 0)
         return float(pc["f1"].mean()) if pc.height else 0.0  # type: ignore[arg-type]
 
+    def subset(self, families: Iterable[str]) -> EvalReport:
+        """The report restricted to scenarios of these families."""
+        keep = set(families)
+        sub = EvalReport(seeds=self.seeds)
+        for fam, (tp, fp, fn) in self.detection_by_family.items():
+            if fam in keep:
+                sub.true_positives += tp
+                sub.false_positives += fp
+                sub.false_negatives += fn
+                sub.detection_by_family[fam] = [tp, fp, fn]
+        for t, p, sc, fam in zip(self.truth, self.predicted, self.scores, self.families,
+                                 strict=True):
+            if fam in keep:
+                sub.truth.append(t)
+                sub.predicted.append(p)
+                sub.scores.append(sc)
+                sub.families.append(fam)
+        return sub
+
+    @property
+    def wrong_cause_rate(self) -> float:
+        """Stalls given a cause (not ``unknown``) that is not their true primary cause."""
+        wrong = sum(1 for t, p in zip(self.truth, self.predicted, strict=True)
+                    if p != UNKNOWN and p != t)
+        return wrong / len(self.truth) if self.truth else 0.0
+
+    def per_family(self) -> pl.DataFrame:
+        """Per scenario family: stalls, detection precision/recall, macro-F1, accuracy, the
+        share given a wrong cause, the share left unknown, the mean top score."""
+        rows = []
+        for fam in dict.fromkeys([*self.detection_by_family, *self.families]):
+            sub = self.subset([fam])
+            n = len(sub.truth)
+            rows.append({
+                "family": fam, "stalls": sub.true_positives + sub.false_negatives,
+                "precision": sub.precision, "recall": sub.recall, "macro_f1": sub.macro_f1,
+                "accuracy": (sum(t == p for t, p in zip(sub.truth, sub.predicted, strict=True))
+                             / n if n else 0.0),
+                "wrong_cause": sub.wrong_cause_rate,
+                "unknown": sub.predicted.count(UNKNOWN) / n if n else 0.0,
+                "mean_score": sum(sub.scores) / n if n else 0.0})
+        return pl.DataFrame(rows, schema={"family": pl.Utf8, "stalls": pl.Int64,
+                                          "precision": pl.Float64, "recall": pl.Float64,
+                                          "macro_f1": pl.Float64, "accuracy": pl.Float64,
+                                          "wrong_cause": pl.Float64, "unknown": pl.Float64,
+                                          "mean_score": pl.Float64})
+
+    def reliability(self) -> pl.DataFrame:
+        """Score bins of the top cause -> how often it was the true cause, and how many."""
+        rows = []
+        for lo, hi in zip(RELIABILITY_BINS, RELIABILITY_BINS[1:], strict=False):
+            inside = [(sc, t == p) for sc, t, p in zip(self.scores, self.truth, self.predicted,
+                                                        strict=True) if lo <= sc < hi]
+            rows.append({"score_bin": f"{lo:.1f}-{min(hi, 1.0):.1f}", "n": len(inside),
+                         "mean_score": (sum(x for x, _ in inside) / len(inside)
+                                        if inside else None),
+                         "accuracy": (sum(ok for _, ok in inside) / len(inside)
+                                      if inside else None)})
+        return pl.DataFrame(rows, schema={"score_bin": pl.Utf8, "n": pl.Int64,
+                                          "mean_score": pl.Float64, "accuracy": pl.Float64})
+
     def confusion(self) -> pl.DataFrame:
         """Rows: true primary cause; columns: predicted top cause."""
         from sklearn.metrics import confusion_matrix
@@ -149,20 +280,35 @@ class EvalReport:
                               "false_negatives": self.false_negatives},
                 "attribution": {"macro_f1": self.macro_f1,
                                 "per_cause": self.per_cause().to_dicts(),
-                                "confusion": self.confusion().to_dicts()},
+                                "confusion": self.confusion().to_dicts(),
+                                "wrong_cause_rate": self.wrong_cause_rate},
+                "complete_families": {
+                    "families": [f for f in COMPLETE_FAMILIES if f in self.detection_by_family],
+                    "macro_f1": self.subset(COMPLETE_FAMILIES).macro_f1,
+                    "precision": self.subset(COMPLETE_FAMILIES).precision,
+                    "recall": self.subset(COMPLETE_FAMILIES).recall},
+                "per_family": self.per_family().to_dicts(),
+                "reliability": self.reliability().to_dicts(),
                 "mistakes": self.mistakes}
 
 
 def evaluate(seeds: list[int], model: AttributionModel | None, *,
-             progress: Callable[[str], None] | None = None, **scenario: Any) -> EvalReport:
-    """Detection precision/recall and per-cause scores on these seeds' scenarios."""
+             progress: Callable[[str], None] | None = None,
+             families: tuple[str, ...] = ("base",), **scenario: Any) -> EvalReport:
+    """Detection precision/recall, per-cause and per-family scores and the reliability of the
+    scores on these seeds' scenarios (seeds cycle through ``families``)."""
     report = EvalReport(seeds=list(seeds))
-    for res in scenarios(seeds, progress=progress, **scenario):
+    for res in scenarios(seeds, progress=progress, families=families, **scenario):
         detected = {(j, int(s)) for j, s in zip(res.features["job_id"], res.features["step"],
                                                strict=True)} if res.features.height else set()
-        report.true_positives += len(detected & set(res.truth))
-        report.false_positives += len(detected - set(res.truth))
-        report.false_negatives += len(set(res.truth) - detected)
+        counts = [len(detected & set(res.truth)), len(detected - set(res.truth)),
+                  len(set(res.truth) - detected)]
+        report.true_positives += counts[0]
+        report.false_positives += counts[1]
+        report.false_negatives += counts[2]
+        fam = report.detection_by_family.setdefault(res.family, [0, 0, 0])
+        report.detection_by_family[res.family] = [a + b for a, b in zip(fam, counts,
+                                                                         strict=True)]
         if res.features.height == 0:
             continue
         verdicts = attribute(res.features, model)
@@ -173,8 +319,11 @@ def evaluate(seeds: list[int], model: AttributionModel | None, *,
             top = vs[0].cause if vs else UNKNOWN
             report.truth.append(truth)
             report.predicted.append(top)
+            report.scores.append(vs[0].score if vs else 0.0)
+            report.families.append(res.family)
             if top != truth:
-                report.mistakes.append({"seed": res.seed, "job_id": row["job_id"],
+                report.mistakes.append({"seed": res.seed, "family": res.family,
+                                        "job_id": row["job_id"],
                                         "step": row["step"], "truth": res.truth[
                                             (row["job_id"], int(row["step"]))],
                                         "predicted": [(v.cause, round(v.score, 2))

@@ -4,7 +4,8 @@
 ``IncidentPlanner`` here then draws the incidents: stalls by ``gc``, ``metadata``,
 ``fabric_pause`` or ``unknown`` anchored on chosen checkpoints, a two-cause overlap, and
 confounders that leave a signal but stall nothing (a pause burst between checkpoints, GC on an
-idle pool target, a mild metadata bump, a pause storm on local-tier nodes).
+idle pool target, a mild metadata bump, a pause storm on local-tier nodes) and, with
+``background_per_stall``, background episodes during stalls on hosts they do not slow.
 
 What an incident does to the checkpoints, and which checkpoints became stalls, is
 ``ckptwatch.simulate.effects``; the signals each cause leaves behind are
@@ -38,9 +39,16 @@ class IncidentPlanner:
 
     def __init__(self, cluster: Cluster, jobs: list[Job], bg: Background,
                  rng: np.random.Generator, t0: float, t1: float, *, expected: float,
-                 smart_interval_s: float) -> None:
-        """``expected``: mean number of incidents over [t0, t1]."""
+                 smart_interval_s: float, gc_evidence: str = "full",
+                 signal_strength: str = "strong", background_per_stall: float = 0.0,
+                 variety_rng: np.random.Generator | None = None) -> None:
+        """``expected``: mean number of incidents over [t0, t1]. ``gc_evidence``,
+        ``signal_strength``, ``background_per_stall``: ``SimulationConfig``'s; their own draws
+        come from ``variety_rng`` (so the default scenario stays as it was)."""
         self.cluster, self.jobs, self.bg, self.rng = cluster, jobs, bg, rng
+        self.gc_evidence, self.weak = gc_evidence, signal_strength == "weak"
+        self.background_per_stall = background_per_stall
+        self.vrng = variety_rng if variety_rng is not None else np.random.default_rng(0)
         self.t0, self.t1, self.expected = t0, t1, expected
         #: Incidents end before the last SMART interval so that every drive can show them.
         self.t_end = t1 - min(1.4 * smart_interval_s + 100.0, 0.3 * (t1 - t0))
@@ -66,8 +74,66 @@ class IncidentPlanner:
         for required_kind, kind in ordered:
             self._required = required_kind
             getattr(self, f"_{kind}")(1 if required_kind else self._span())
+        if self.background_per_stall > 0:
+            for inc in [x for x in self.out if x.kind == "stall"]:
+                if self.vrng.random() < self.background_per_stall:
+                    self._background(inc)
         self.out.sort(key=lambda inc: (inc.start, inc.cause))
         return [replace(inc, id=f"inc-{i + 1:03d}") for i, inc in enumerate(self.out)]
+
+    def _background(self, stall: Incident) -> None:
+        """An episode during ``stall`` on hosts it does not slow: a pause burst on the stalled
+        job's other nodes, or GC on a target (pool) or drive (local) its hit ranks do not
+        use. It slows nothing (``slowdown`` 1): activity that singles out no slow rank."""
+        r = self.vrng
+        job = next(jb for jb in self.jobs if jb.job_id == stall.job_id)
+        hit_nodes = set(stall.nodes)
+        if stall.cause == "gc" and job.tier == "pool":
+            hit_nodes |= {int(job.rank_node[x]) for x in range(job.n_ranks)
+                          if int(job.rank_target[x]) in stall.targets}
+        elif stall.cause in ("metadata",):
+            hit_nodes = set()
+        start, end = stall.start, stall.end
+        if r.random() < 0.5 or stall.cause == "fabric_pause":
+            spare = [int(x) for x in job.nodes if int(x) not in hit_nodes]
+            if stall.cause == "unknown" or not spare:
+                spare = [int(x) for x in range(len(self.cluster.nodes)) if int(x) not in
+                         hit_nodes and int(x) not in job.nodes] or spare
+            if not spare:
+                return
+            nodes = tuple(sorted(int(x) for x in r.choice(spare, min(len(spare), int(
+                r.integers(1, 3))), replace=False)))
+            # Weaker than a pause storm that stalls (a background of congestion): a share of
+            # the stall's own rates when it is a fabric stall.
+            own = stall.signal if stall.cause == "fabric_pause" else {
+                "pause_frames_per_s": 4e3, "xmit_wait_per_s": 4e6}
+            share = r.uniform(0.03, 0.3)
+            sig = {"pause_frames_per_s": share * own["pause_frames_per_s"],
+                   "tx_frac": r.uniform(0.05, 0.4), "cnp_per_s": r.uniform(50, 500),
+                   "xmit_wait_per_s": share * own["xmit_wait_per_s"], "local_slowdown": 0.0}
+            self._add(cause="fabric_pause", kind="background", variant="during_stall",
+                      job_id=None, start=start, end=end, nodes=nodes, signal=sig)
+            return
+        if job.tier == "pool":
+            used = set(stall.targets) | {int(job.rank_target[x]) for x in stall.ranks}
+            spare = [int(t) for t in np.unique(job.rank_target) if int(t) not in used]
+            if not spare:
+                return
+            self._add(cause="gc", kind="background", variant="during_stall_target", job_id=None,
+                      start=start, end=end, targets=(int(r.choice(spare)),),
+                      signal=self._gc_signal(self._target_drive_bw, 1.0))
+        else:
+            used_d = set(stall.drives) | {int(job.rank_drive[x]) for x in stall.ranks}
+            used_d |= {int(d) for d in job.rank_drive if int(d) // self.cluster.drives_per_node
+                       in hit_nodes}
+            spare = [int(d) for d in np.unique(job.rank_drive) if int(d) not in used_d]
+            if not spare:
+                return
+            d = int(r.choice(spare))
+            self._add(cause="gc", kind="background", variant="during_stall_drive", job_id=None,
+                      start=start, end=end, drives=(d,),
+                      nodes=(d // self.cluster.drives_per_node,),
+                      signal=self._gc_signal(float(self.cluster.local_drive_bw[d]), 1.0))
 
     def _slowdown(self, j: int, lo: float, hi: float) -> float:
         """Most stalls stay below the job's timeout; about one in eight runs into it."""
@@ -111,21 +177,35 @@ class IncidentPlanner:
         """Record one incident (its id is given in ``plan``)."""
         self.out.append(Incident(id="", **kw))
 
-    def _gc_signal(self, drive_bw: float, slowdown: float) -> dict[str, float]:
+    def _gc_signal(self, drive_bw: float, slowdown: float,
+                   local: bool = False) -> dict[str, float]:
         """GC relocation takes the share of the drive's bandwidth that host writes lose."""
         r = self.rng
         busy = 1.0 - 1.0 / slowdown if slowdown > 1.0 else r.uniform(0.5, 0.9)
-        return {"write_amplification": r.uniform(2.0, 5.0), "free_blocks_pct": r.uniform(1.5, 8),
-                "busy_share": r.uniform(0.6, 0.95),
-                "relocation_gbs": drive_bw * busy * r.uniform(0.7, 1.0) / GB,
-                "fsync_ratio": r.uniform(0.8, 1.5), "lead_s": r.uniform(120, 600),
-                "recovery_s": r.uniform(300, 1200)}
+        sig = {"write_amplification": r.uniform(2.0, 5.0), "free_blocks_pct": r.uniform(1.5, 8),
+               "busy_share": r.uniform(0.6, 0.95),
+               "relocation_gbs": drive_bw * busy * r.uniform(0.7, 1.0) / GB,
+               "fsync_ratio": r.uniform(0.8, 1.5), "lead_s": r.uniform(120, 600),
+               "recovery_s": r.uniform(300, 1200)}
+        if local and self.gc_evidence == "wa_only":
+            # A drive that shows GC only by what it writes to NAND: a modest write
+            # amplification rise (1.15-1.6), no free-block dip, no busy time, no heat.
+            sig.update(write_amplification=1.0 + 0.15 * (sig["write_amplification"] - 1.0),
+                       relocation_gbs=0.0, wa_only=1.0)
+        elif self.weak:
+            sig.update(write_amplification=1.0 + 0.2 * (sig["write_amplification"] - 1.0),
+                       relocation_gbs=0.1 * sig["relocation_gbs"])
+        return sig
 
     def _fabric_signal(self) -> dict[str, float]:
         """Pause-frame, CNP and xmit-wait rates of a fabric incident."""
         r = self.rng
-        return {"pause_frames_per_s": _loguniform(r, 2e3, 4e4), "tx_frac": r.uniform(0.05, 0.4),
-                "cnp_per_s": r.uniform(300, 5000), "xmit_wait_per_s": _loguniform(r, 4e6, 4e7)}
+        sig = {"pause_frames_per_s": _loguniform(r, 2e3, 4e4), "tx_frac": r.uniform(0.05, 0.4),
+               "cnp_per_s": r.uniform(300, 5000), "xmit_wait_per_s": _loguniform(r, 4e6, 4e7)}
+        if self.weak:  # a tenth: still far outside the background, close to checkpoint traffic
+            sig.update(pause_frames_per_s=0.1 * sig["pause_frames_per_s"],
+                       xmit_wait_per_s=0.1 * sig["xmit_wait_per_s"])
+        return sig
 
     def _gc(self, span: int, at: tuple[int, int] | None = None) -> None:
         """A GC stall on the job's pool targets or local drives."""
@@ -163,7 +243,8 @@ class IncidentPlanner:
         nodes = sorted({d // self.cluster.drives_per_node for d in drives})
         self._add(cause="gc", kind="stall", variant=variant, job_id=job.job_id, start=start,
                   end=end, nodes=tuple(nodes), targets=targets, drives=drives,
-                  slowdown=slowdown, signal=self._gc_signal(bw, slowdown))
+                  slowdown=slowdown, signal=self._gc_signal(bw, slowdown,
+                                                            local=job.tier == "local"))
 
     def _metadata(self, span: int, at: tuple[int, int] | None = None) -> None:
         """A metadata stall: an operations storm or a degraded metadata service."""

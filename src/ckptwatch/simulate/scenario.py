@@ -106,17 +106,22 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     say = progress or (lambda _msg: None)
     t0 = cfg.start_epoch()
     t1 = t0 + cfg.hours * 3600.0
-    # A child stream depends only on its index: the tenth (the format mix's own draws) leaves
-    # the first nine, and so the default mix's files, as they were.
+    # A child stream depends only on its index: the tenth (the format mix's own draws) and the
+    # eleventh (the variety options': background episodes) leave the first nine, and so the
+    # default scenario's files, as they were.
     (r_topo, r_jobs, r_ckpt, r_inc, r_bg, r_pool, r_smart, r_fab, r_misc,
-     r_mix) = np.random.Generator(np.random.PCG64(seed)).spawn(10)
+     r_mix, r_var) = np.random.Generator(np.random.PCG64(seed)).spawn(11)
     cluster = build_cluster(cfg, r_topo)
     bg = Background.build(r_bg, t0, t1)
     jobs = build_jobs(cfg, cluster, r_jobs, t0, t1)
     healthy_phases(jobs, cluster, bg, r_ckpt)
     incidents = IncidentPlanner(cluster, jobs, bg, r_inc, t0, t1,
                                 expected=cfg.incidents_per_hour * cfg.hours,
-                                smart_interval_s=cfg.smart_interval_s).plan()
+                                smart_interval_s=cfg.smart_interval_s,
+                                gc_evidence=cfg.gc_evidence,
+                                signal_strength=cfg.signal_strength,
+                                background_per_stall=cfg.background_per_stall,
+                                variety_rng=r_var).plan()
     apply_incidents(jobs, incidents, r_misc)
     hang = plan_hang(cfg.hang_ranks, seed, jobs)
     say(f"simulate: {len(jobs)} jobs, {sum(j.steps.size * j.n_ranks for j in jobs):,} rank rows, "
@@ -131,21 +136,26 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
         """Note the rows written to ``path``."""
         summary.files[path.relative_to(out).as_posix()] = rows
 
-    record(*_write_topology(out, cluster))
+    if "topology" not in cfg.omit:
+        record(*_write_topology(out, cluster))
     record(*_write_jobs(out, jobs))
     for j, job in enumerate(jobs):
         unfinished = hang.unfinished(j, job.starts.size, job.n_ranks) if hang else None
-        record(*_write_checkpoints(out, job, cluster, r_misc, unfinished))
+        record(*_write_checkpoints(out, job, cluster, r_misc, unfinished,
+                                   phases="phases" not in cfg.omit))
     say("simulate: checkpoints written")
     load = _write_load(jobs)
     pool = pool_metrics(cluster, load, incidents, bg, t0, t1, cfg.pool_interval_s, r_pool)
-    (out / "pool").mkdir(exist_ok=True)
-    pool.write_csv(out / "pool" / "pool_metrics.csv")
-    record(out / "pool" / "pool_metrics.csv", pool.height)
+    if "pool" not in cfg.omit:
+        (out / "pool").mkdir(exist_ok=True)
+        pool.write_csv(out / "pool" / "pool_metrics.csv")
+        record(out / "pool" / "pool_metrics.csv", pool.height)
     say("simulate: pool metrics written")
     for path, rows in write_smart(out / "smart", cluster, load, incidents, bg, t0, t1,
                                   cfg.smart_interval_s, r_smart, progress,
-                                  mix=cfg.format_mix).items():
+                                  mix=cfg.format_mix, with_ocp="ocp" not in cfg.omit,
+                                  wa_noise=0.03 if cfg.signal_strength == "weak" else 0.01
+                                  ).items():
         record(path, rows)
     traffic = np.full(cfg.nodes, 0.05 * GB)
     for job in jobs:
@@ -294,7 +304,8 @@ def _iso_column(epoch: np.ndarray, offset_s: int, suffix: pl.Expr | str) -> pl.E
 
 
 def _write_checkpoints(out: Path, job: Job, cluster: Cluster, rng: np.random.Generator,
-                       unfinished: np.ndarray | None = None) -> tuple[Path, int]:
+                       unfinished: np.ndarray | None = None, *,
+                       phases: bool = True) -> tuple[Path, int]:
     """The job's start markers and rank records, in its time encoding (CSV or JSON Lines),
     in the order a recorder appends them: a marker at its rank's start, a record at its end
     (a marker first on a tie). ``unfinished``: a (checkpoint, rank) mask of ranks that write
@@ -325,6 +336,8 @@ def _write_checkpoints(out: Path, job: Job, cluster: Cluster, rng: np.random.Gen
             mixed = "Z"
         df = df.with_columns(_iso_column(start.ravel(), offset, mixed).alias("start_time"),
                              _iso_column(end.ravel(), offset, mixed).alias("end_time"))
+    if not phases:  # a recorder that logs only start and end
+        df = df.drop("open_s", "write_s", "fsync_s", "close_s")
     markers = df.select("job_id", "step", "rank", "node", "tier", "start_time", "target",
                         pl.lit(STARTED).alias("status"))
     done = np.ones(k * n, dtype=bool) if unfinished is None else ~unfinished.ravel()

@@ -62,11 +62,14 @@ def _smartctl_doc(device: str, model: str, serial: str, firmware: str, ts: float
 def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                 incidents: Sequence[Incident], bg: Background, t0: float, t1: float,
                 interval: float, rng: np.random.Generator,
-                progress: Progress | None = None, *, mix: str = "default") -> dict[Path, int]:
+                progress: Progress | None = None, *, mix: str = "default",
+                wa_noise: float = 0.01, with_ocp: bool = True) -> dict[Path, int]:
     """SMART envelopes (smartctl + OCP) for every drive, one JSON Lines file per host.
 
     ``mix`` (``telemetry.mix.smart_encoding``) chooses each drive's encoding of the same
-    values. Returns the lines written per file.
+    values. ``wa_noise``: log-normal sigma of each interval's write amplification around the
+    drive's own. ``with_ocp`` False: no OCP documents (no media bytes written, no free blocks).
+    Returns the lines written per file.
     """
     smart_dir.mkdir(parents=True, exist_ok=True)
     n_loc = cluster.n_local_drives
@@ -111,7 +114,7 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
         written = host_bytes(ts)
         base_wa = float(rng.uniform(1.02, 1.09))
         media = np.cumsum(np.diff(written, prepend=0.0) * base_wa
-                          * rng.lognormal(0.0, 0.01, ts.shape))
+                          * rng.lognormal(0.0, wa_noise, ts.shape))
         busy_s = written / bw * float(rng.uniform(1.1, 1.4))
         free_base = float(rng.uniform(15.0, 38.0)) + rng.normal(0.0, 0.5, ts.shape)
         free = free_base.copy()
@@ -123,6 +126,8 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                                - host_bytes(np.array([inc.start])), 0.0)
             media = (media + (sig["write_amplification"] - base_wa) * host_in
                      + sig["relocation_gbs"] * 1e9 * gc_s)
+            if sig.get("wa_only"):
+                continue  # only write amplification shows it
             busy_s = busy_s + sig["busy_share"] * gc_s
             free = np.minimum(free, gc_dip(ts, free_base, inc))
             temp = temp + 4.0 * (overlap(ts - every, ts, inc.start, inc.end) > 0)
@@ -165,11 +170,10 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                     dev, model, serial, fw, float(t_i), health))
             ocp_doc = (render_ocp_smart_json(ocp) if encoding == "smartctl+ocp-json"
                        else render_ocp_smart_text(ocp))
-            lines.setdefault(host, []).extend([
-                (float(t_i), dev + "0", health_env),
-                (float(t_i), dev + "1", envelope_line(host, dev, str(iso[i]), "nvme-ocp-smart",
-                                                      ocp_doc)),
-            ])
+            lines.setdefault(host, []).append((float(t_i), dev + "0", health_env))
+            if with_ocp:
+                lines[host].append((float(t_i), dev + "1", envelope_line(
+                    host, dev, str(iso[i]), "nvme-ocp-smart", ocp_doc)))
         if progress and d % 256 == 255:
             progress(f"smart: {d + 1}/{cluster.n_drives} drives")
     files = {}
