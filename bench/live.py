@@ -246,11 +246,19 @@ class Receiver:
 
 
 # -- the watcher process -----------------------------------------------------------------------
-def cpu_s(pid: int) -> float:
-    """utime + stime of ``pid`` (and its waited-for children), seconds."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(utime + stime of ``pid``, cutime + cstime of its waited-for children), seconds: the
+    watcher's own scans, and its child processes (the lake read every refresh, the live
+    evidence)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return ((int(fields[11]) + int(fields[12])) / tick,
+            (int(fields[13]) + int(fields[14])) / tick)
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of ``pid`` and of its waited-for children, seconds."""
+    return sum(cpu_split(pid))
 
 
 def status_mb(pid: int, key: str) -> float:
@@ -392,7 +400,8 @@ def main() -> int:
               f"{args.minutes:g} min", flush=True)
         while time.time() < t0:
             time.sleep(0.01)
-        cpu0, scans0 = cpu_s(watcher.pid), metric(metrics, "ckptwatch_watch_scans_total")
+        split0 = cpu_split(watcher.pid)
+        cpu0, scans0 = sum(split0), metric(metrics, "ckptwatch_watch_scans_total")
         end_s = args.minutes * 60.0
         second = 0
         while second <= end_s:
@@ -400,7 +409,8 @@ def main() -> int:
                 append_lines(path, lines, fsync=False)
             second += 1
             time.sleep(max(0.0, t0 + second - time.time()))
-        cpu1, scans1 = cpu_s(watcher.pid), metric(metrics, "ckptwatch_watch_scans_total")
+        split1 = cpu_split(watcher.pid)
+        cpu1, scans1 = sum(split1), metric(metrics, "ckptwatch_watch_scans_total")
         replay_s = time.time() - t0
         time.sleep(args.interval + 3.0)  # the last crossing's alert may still be on its way
         rss_peak = status_mb(watcher.pid, "VmHWM")
@@ -443,6 +453,11 @@ def main() -> int:
           f"{cpu_per_min:.2f} s/min, {100 * cpu_per_min / 60:.1f} % of one core "
           f"(target < {CPU_TARGET_S_PER_MIN:g} s/min: "
           f"{verdict(cpu_per_min < CPU_TARGET_S_PER_MIN, at_scale)})")
+    own, kids = split1[0] - split0[0], split1[1] - split0[1]
+    n_evidence = log.read_text(errors="replace").count("live evidence for step")
+    print(f"  of which its own scans {own / (replay_s / 60.0):.2f} s/min, its child processes "
+          f"{kids / (replay_s / 60.0):.2f} s/min (the lake read every refresh, and the live "
+          f"evidence: {n_evidence} found, at most 2 attributions a hung checkpoint)")
     print(f"watcher RSS: peak {rss_peak:.0f} MB (VmHWM), {rss_now:.0f} MB at the end "
           f"(target < {RSS_TARGET_MB:g} MB: {verdict(rss_peak < RSS_TARGET_MB, at_scale)}); "
           f"last scan {scan_s or 0:.2f} s")
@@ -457,6 +472,7 @@ def main() -> int:
         "delays_s": delays, "delay_p50_s": p50, "delay_max_s": worst, "early": early,
         "missed": [asdict(c) for c in missed], "other_alerts": others, "named_node": named,
         "cpu_s": cpu1 - cpu0, "cpu_s_per_min": cpu_per_min,
+        "cpu_own_s": split1[0] - split0[0], "cpu_children_s": split1[1] - split0[1],
         "rss_peak_mb": rss_peak, "rss_end_mb": rss_now, "last_scan_s": scan_s,
         "watcher_exit": watcher.returncode}
     OUT.mkdir(parents=True, exist_ok=True)

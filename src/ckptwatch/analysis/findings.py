@@ -32,6 +32,11 @@ from ckptwatch.analysis.stalls import stall_features
 from ckptwatch.analysis.unfinished import never_finished
 from ckptwatch.lake.query import connect
 
+#: The views attribution reads (``stall_features``): a connection for it builds only these
+#: and what they read.
+ATTRIBUTION_VIEWS = ("stalls", "stall_ranks", "stall_signals", "int_signal_noise",
+                     "counter_windows")
+
 
 @dataclass(frozen=True)
 class StallRecord:
@@ -177,7 +182,7 @@ def find_stalls(lake_root: Path | str, *, job: str | None = None,
     ranked causes: the trained model at ``model_path`` (default: the settings' model path)
     when one is built, else the rules alone."""
     model = load_default_model(model_path)
-    con = connect(lake_root, days=days, memory_limit=memory_limit)
+    con = connect(lake_root, days=days, memory_limit=memory_limit, views=ATTRIBUTION_VIEWS)
     try:
         return attribute_stalls(con, job=job, model=model, settings=settings)
     finally:

@@ -242,12 +242,13 @@ def live_evidence(lake_root: str, raw_dir: str | None, req: EvidenceRequest, *,
     """The live evidence line for ``req`` (see the module docstring); None when there is no
     telemetry at all for the checkpoint's hosts. Runs in a child process of the watcher."""
     from ckptwatch.analysis.attribution import UNKNOWN, load_default_model
-    from ckptwatch.analysis.findings import attribute_stalls
+    from ckptwatch.analysis.findings import ATTRIBUTION_VIEWS, attribute_stalls
     from ckptwatch.lake.query import connect, run_sql
 
     now = datetime.fromtimestamp(req.now_s, UTC)
     first = datetime.fromtimestamp(req.start_s, UTC) - timedelta(days=BASELINE_DAYS)
-    con = connect(lake_root, days=(first.date(), now.date()))
+    con = connect(lake_root, days=(first.date(), now.date()),
+                  views=(*ATTRIBUTION_VIEWS, "int_node_leaves"))
     try:
         notes: list[str] = []
         if raw_dir is not None:

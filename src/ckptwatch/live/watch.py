@@ -85,9 +85,9 @@ class WatchOptions:
     #: Bytes read per file per scan (a backlog is caught up over several scans).
     max_bytes_per_scan: int = 8 << 20
     send: bool = True
-    #: Attribute an open checkpoint live (:mod:`ckptwatch.live.evidence`): first when its age
-    #: reaches ``evidence_at`` x its warning level (so that the warning carries it), again at
-    #: each level it crosses.
+    #: Attribute an open checkpoint live (:mod:`ckptwatch.live.evidence`): when its age
+    #: reaches ``evidence_at`` x its warning level (so that the warning carries it), and again
+    #: at the critical level.
     evidence: bool = True
     evidence_at: float = 0.5
     #: Raw telemetry files read for one evidence, at most (newest first).
@@ -197,7 +197,7 @@ class Watcher:
         #: Something the state holds changed since it was last saved.
         self._dirty = False
         #: (job, tier, step) -> the live evidence line of an open checkpoint, and the stage
-        #: (0 early, 1 warning, 2 critical) it was last asked at.
+        #: (0 from ``evidence_at`` x the warning level on, 1 critical) it was last asked at.
         self._evidence: dict[tuple[str, str, int], str] = {}
         self._asked: dict[tuple[str, str, int], int] = {}
         self._pending: tuple[tuple[str, str, int], Future[str | None]] | None = None
@@ -427,8 +427,10 @@ class Watcher:
         for f in sorted(report.inflight.values(), key=lambda f: -f.age_s):
             if f.warning_s is None:
                 continue
-            level = f.level
-            stage = (2 if level == "critical" else 1 if level == "warning"
+            # Twice at most per checkpoint (one is a full attribution in a child process):
+            # early, so the warning carries it, and at the critical level, with what arrived
+            # since.
+            stage = (1 if f.level == "critical"
                      else 0 if f.age_s >= self.options.evidence_at * f.warning_s else None)
             key = (f.job_id, f.tier, f.step)
             if stage is None or self._asked.get(key, -1) >= stage or self._pending is not None:
