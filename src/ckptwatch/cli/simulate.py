@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ckptwatch.simulate.config import DEFAULT_START, FORMAT_MIXES, SimulationConfig
+from ckptwatch.simulate.config import (
+    DEFAULT_START,
+    FORMAT_MIXES,
+    GC_EVIDENCE,
+    OMITTABLE,
+    SIGNAL_STRENGTHS,
+    SimulationConfig,
+)
 
 _DEFAULTS = SimulationConfig()
 #: Clusters at least this large report progress on stderr.
@@ -75,10 +82,34 @@ def register(subparsers: Any) -> None:
     p.add_argument("--nics-per-node", type=int, default=_DEFAULTS.nics_per_node,
                    help="NICs per node, 1-8: the extra rails carry the node's counters scaled "
                    "(default: %(default)s)")
+    p.add_argument("--gc-evidence", choices=GC_EVIDENCE, default=_DEFAULTS.gc_evidence,
+                   help="wa_only: a GC incident on a local drive shows only as a modest rise of "
+                   "its write amplification (OCP media vs SMART host bytes), no gc_active or "
+                   "free-block dip (default: %(default)s)")
+    p.add_argument("--signal-strength", choices=SIGNAL_STRENGTHS,
+                   default=_DEFAULTS.signal_strength,
+                   help="weak: stall signals 10x weaker and noisier write amplification "
+                   "(default: %(default)s)")
+    p.add_argument("--background-per-stall", type=float, default=_DEFAULTS.background_per_stall,
+                   metavar="P", help="probability, per stall, of an unrelated episode (a pause "
+                   "burst, GC) on hosts the stall does not slow (default: %(default)s)")
+    p.add_argument("--omit", type=_omit, default=_DEFAULTS.omit, metavar="FAMILIES",
+                   help=f"telemetry families not written, comma-separated: {', '.join(OMITTABLE)} "
+                   "(default: none)")
     p.add_argument("--force", action="store_true",
                    help="replace a scenario already in OUT_DIR (only the generator's own files)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=run)
+
+
+def _omit(text: str) -> tuple[str, ...]:
+    """``--omit``: comma-separated telemetry families, each one of ``OMITTABLE``."""
+    names = tuple(sorted({n.strip() for n in text.split(",") if n.strip()}))
+    bad = [n for n in names if n not in OMITTABLE]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown telemetry family {', '.join(bad)} (known: {', '.join(OMITTABLE)})")
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         fabric_interval_s=args.fabric_interval, pool_interval_s=args.pool_interval,
         smart_interval_s=args.smart_interval, hang_ranks=args.hang_ranks,
         format_mix=args.format_mix, nics_per_node=args.nics_per_node,
+        gc_evidence=args.gc_evidence, signal_strength=args.signal_strength,
+        background_per_stall=args.background_per_stall, omit=args.omit,
     )
     if not args.quiet:
         print(summary.format())

@@ -1,0 +1,24 @@
+"""`ckptwatch simulate`'s options for the varied scenarios reach the generator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptwatch.cli.main import main
+
+
+def test_omit_leaves_those_families_out_and_names_a_bad_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s"
+    assert main(["simulate", str(out), "--seed", "5", "--nodes", "4", "--hours", "1",
+                 "--omit", "pool,topology", "--gc-evidence", "wa_only",
+                 "--signal-strength", "weak", "--background-per-stall", "0.5",
+                 "--quiet"]) == 0
+    assert not (out / "pool").exists() and not (out / "topology.csv").exists()
+    assert (out / "checkpoints").is_dir() and (out / "smart").is_dir()
+    with pytest.raises(SystemExit):
+        main(["simulate", str(tmp_path / "t"), "--omit", "pool,nope"])
+    assert "unknown telemetry family nope (known: topology, phases, ocp, pool)" in \
+        capsys.readouterr().err
