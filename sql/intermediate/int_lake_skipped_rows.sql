@@ -23,6 +23,14 @@ skipped as (
     group by source_file
     union all
     select
+        'checkpoint_loads' as table_name,
+        source_file,
+        count(*) as n_rows,
+    from checkpoint_loads
+    where ids_over_limit(greatest(length(job_id), length(node), length(tier), length(target)))
+    group by source_file
+    union all
+    select
         'jobs' as table_name,
         source_file,
         count(*) as n_rows,

@@ -4,6 +4,7 @@ with
 counts as (
     select 'checkpoint_writes' as table_name, count(*) as n_rows, from checkpoint_writes
     union all select 'checkpoint_starts', count(*), from checkpoint_starts
+    union all select 'checkpoint_loads', count(*), from checkpoint_loads
     union all select 'jobs', count(*), from jobs
     union all select 'nvme_smart', count(*), from nvme_smart
     union all select 'fabric_counters', count(*), from fabric_counters

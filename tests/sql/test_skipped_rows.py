@@ -27,7 +27,7 @@ def _row(table: str, long_col: str | None) -> dict[str, object]:
             row[f.name] = "ok"
         elif str(f.type).startswith(("int", "double")):
             row[f.name] = 1
-    if table == "checkpoint_writes":
+    if table in ("checkpoint_writes", "checkpoint_loads"):
         row.update(start_ts=T0, end_ts=at(10), duration_s=10.0, status="ok")
     if long_col:
         row[long_col] = LONG
@@ -35,7 +35,8 @@ def _row(table: str, long_col: str | None) -> dict[str, object]:
 
 
 STAGING = {t: f"stg_{t}" for t in TABLES if t != "quarantine"}
-IDS = {"checkpoint_writes": "job_id", "checkpoint_starts": "node", "jobs": "job_id",
+IDS = {"checkpoint_writes": "job_id", "checkpoint_starts": "node", "checkpoint_loads": "target",
+       "jobs": "job_id",
        "nvme_smart": "serial", "fabric_counters": "port", "pool_metrics": "target",
        "topology": "leaf_switch"}
 

@@ -12,8 +12,8 @@ from typing import Any
 from ckptwatch.safetext import shell_command
 
 #: The lake tables of the data section, in the order shown.
-TABLES = ("checkpoint_writes", "jobs", "nvme_smart", "fabric_counters", "pool_metrics",
-          "topology", "quarantine")
+TABLES = ("checkpoint_writes", "checkpoint_starts", "checkpoint_loads", "jobs", "nvme_smart",
+          "fabric_counters", "pool_metrics", "topology", "quarantine")
 
 _CSS = """
 body{font:14px/1.45 -apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
