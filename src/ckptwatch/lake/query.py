@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -99,29 +99,32 @@ def views_named_in(sql: str, root: Path | None = None) -> frozenset[str]:
     return _named_in(sql, _names(catalog.text))
 
 
-def view_files(root: Path | None = None,
-               needed: Iterable[str] | None = None) -> list[Path]:
+def view_files(root: Path | None = None, needed: Iterable[str] | None = None,
+               provided: Iterable[str] = ()) -> list[Path]:
     """Every view file in build order: by layer, then dependencies, then name. ``needed``: only
-    those views and the views they read, in the same order (the rest are not built)."""
+    those views and the views they read, in the same order (the rest are not built).
+    ``provided``: views the caller defines itself: neither built nor followed."""
     catalog = _catalog(root or sql_dir())
+    given = set(provided)
     if needed is None:
-        return list(catalog.ordered)
-    keep = _closure(catalog, set(needed))
+        return [f for f in catalog.ordered if f.stem not in given]
+    keep = _closure(catalog, set(needed), given)
     return [f for f in catalog.ordered if f.stem in keep]
 
 
-def _closure(catalog: _Catalog, needed: set[str]) -> set[str]:
-    """The views of ``needed`` and everything they read, transitively."""
-    unknown = sorted(needed - catalog.reads.keys())
+def _closure(catalog: _Catalog, needed: set[str], provided: set[str] | None = None) -> set[str]:
+    """The views of ``needed`` and everything they read, transitively, short of ``provided``."""
+    given = provided or set()
+    unknown = sorted((needed | given) - catalog.reads.keys())
     if unknown:
         raise QueryError(f"no view named {', '.join(unknown)} in the SQL directory")
     keep: set[str] = set()
-    todo = list(needed)
+    todo = [n for n in needed if n not in given]
     while todo:
         name = todo.pop()
         if name not in keep:
             keep.add(name)
-            todo += catalog.reads[name] - keep
+            todo += catalog.reads[name] - keep - given
     return keep
 
 
@@ -136,7 +139,8 @@ def _strip_comments(sql: str) -> str:
 
 def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
             days: tuple[date, date] | None = None, memory_limit: str | None = None,
-            views: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
+            views: Iterable[str] | None = None,
+            provided: Mapping[str, pl.DataFrame] | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every view of ``sql/`` built over the lake.
 
     ``days`` (first, last; inclusive): the time-series tables (checkpoints, SMART, fabric, pool)
@@ -145,6 +149,8 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     ``$CKPTWATCH_DUCKDB_MEMORY`` (see :func:`ckptwatch.settings.duckdb_memory_limit`).
     ``views``: build only these views and those they read (a step that needs two marts does
     not pay for binding all of them: ~5 s over a 512-node day); ``None``: every view.
+    ``provided``: views given as frames instead of built from ``sql/`` (what they read is not
+    built for them): the live watcher's open checkpoint as ``stalls`` and ``stall_ranks``.
     """
     if days is not None and days[0] > days[1]:
         raise QueryError(f"days: {days[0]} is after {days[1]}")
@@ -184,7 +190,12 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
         catalog = _catalog(sql_dir())
-        files = view_files(needed=views)
+        given = dict(provided or {})
+        for name, frame in given.items():
+            con.register(f"provided_{name}", frame.to_arrow())
+            con.execute(f'create or replace view "{name}" as select * from '
+                        f'"provided_{name}"').fetchall()
+        files = view_files(needed=views, provided=given)
         if any(f.stem == DERIVED_READER for f in files):
             # Counter deltas once: read them materialised when every day read is fresh.
             con.execute("SET VARIABLE counter_deltas_derived = ?",
