@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.bulk_oracle import assert_bulk_matches_one_by_one
 from tests.in_place import IN_PLACE, IN_PLACE_REASON
-from tests.sources.test_envelope import assert_bulk_matches_one_by_one
 from tests.sources.test_nvme_cli import _ocp_json_v1
 
 from ckptwatch.errors import RecordError

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.sources.test_envelope import assert_bulk_matches_one_by_one
+from tests.bulk_oracle import assert_bulk_matches_one_by_one
 
 from ckptwatch.simulate.telemetry.render import render_sysfs_ib_text
 from ckptwatch.sources import load_all

@@ -12,10 +12,11 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.bulk_oracle import assert_bulk_matches_one_by_one
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources import load_all
-from ckptwatch.sources.base import BULK_PARSERS, TOOL_FORMATS, Parsed, ToolContext, register_tool
+from ckptwatch.sources.base import BULK_PARSERS, TOOL_FORMATS, ToolContext, register_tool
 from ckptwatch.sources.envelope import read_envelopes, read_tool_file, time_from_name
 
 
@@ -109,24 +110,6 @@ REAL = Path(__file__).parents[1] / "fixtures" / "real"
 TEXT_FIXTURES = [("ethtool", p) for p in sorted((REAL / "ethtool").rglob("*.txt"))] + [
     ("perfquery", p) for p in sorted(
         (REAL / "infiniband" / "treydock_infiniband_exporter").rglob("*")) if p.is_file()]
-
-
-def assert_bulk_matches_one_by_one(data: bytes) -> Parsed:
-    """The bulk path gives exactly what parsing every envelope one by one gives: the same
-    rows in the same order with the same types (floats to the bit), rejects and notes."""
-    fast = read_envelopes(data, file_label="f", bulk=True)
-    slow = read_envelopes(data, file_label="f", bulk=False)
-    assert fast.rejects == slow.rejects
-    assert fast.notes == slow.notes
-    assert sorted(fast.frames) == sorted(slow.frames)
-    for table in slow.frames:
-        a, b = pl.concat(fast.frames[table]), pl.concat(slow.frames[table])
-        assert a.schema == b.schema
-        assert a.equals(b, null_equal=True)
-        for col, dtype in a.schema.items():
-            if dtype == pl.Float64:
-                assert a[col].to_numpy().tobytes() == b[col].to_numpy().tobytes()
-    return fast
 
 
 @pytest.fixture

@@ -104,6 +104,23 @@ def quick_json(line: str) -> Any:
         return load_json(line, one_line=True)
 
 
+#: Types of the values of a JSON object that orjson reads exactly as ``json`` does: an
+#: integer orjson cannot hold exactly (beyond 64 bits) it reads as a float, never as one of these.
+_EXACT_TYPES = (str, int, bool, type(None))
+
+
+def read_json_line(line: str, long_digits: Callable[[], bool]) -> Any:
+    """``load_json(line, one_line=True)`` for any line, sooner than ``json``: ``quick_json``'s
+    reading stands when it is an object of text, integers, booleans and nulls (a flat
+    envelope of text output: no number orjson might have read as a float), or when
+    ``long_digits()``, asked only otherwise, says the line has no run of 19 digits
+    (``LONG_DIGITS``); else the line is read with ``json``."""
+    value = quick_json(line)
+    if type(value) is dict and all(type(v) in _EXACT_TYPES for v in value.values()):
+        return value
+    return load_json(line, one_line=True) if long_digits() else value
+
+
 @dataclass(frozen=True)
 class Reject:
     """A record that could not be ingested, and why."""

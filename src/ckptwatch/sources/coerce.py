@@ -106,7 +106,26 @@ def timestamp_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
     ``pl.coalesce`` in the expression form parses every row with every ISO format; here each
     format is tried only on the rows that no earlier reading (epoch, or an earlier format)
     read, so a column of epoch seconds or of one ISO spelling is parsed once, not five times.
+    A text column that repeats its values (pool metrics: every metric of a target shares its
+    time) is read once per distinct value (``DISTINCT_SHARE``).
     """
+    if s.dtype == pl.String and s.len() >= 64:
+        distinct = s.unique()
+        if distinct.len() <= s.len() * DISTINCT_SHARE:
+            value, bad = _timestamp_series(distinct)
+            read = pl.DataFrame({"k": distinct, "v": value, "b": bad})
+            got = s.to_frame("k").join(read, on="k", how="left", nulls_equal=True,
+                                       maintain_order="left")
+            return got["v"].alias(s.name), got["b"].alias(s.name)
+    return _timestamp_series(s)
+
+
+#: A text column of timestamps with at most this share of distinct values is read once per
+#: distinct value (``timestamp_series``).
+DISTINCT_SHARE = 0.25
+
+
+def _timestamp_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
     if s.dtype.is_numeric():  # epoch numbers as read: no round trip through text
         raw = None
         num = s.cast(pl.Float64)

@@ -35,7 +35,7 @@ from ckptwatch.sources.base import (
     clip_raw,
     detect_tool,
     load_json,
-    quick_json,
+    read_json_line,
     safe_text,
 )
 
@@ -256,7 +256,7 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     and JSON outputs of a format with one (``JSON_BULK_PARSERS``: smartctl, nvme-cli
     smart-log, the OCP log; ``json_bulk``) are parsed together, in polars, after the line
     loop; the rest one by one. Lines are read with orjson where it reads them as ``json`` does
-    (``base.quick_json``). Either way a file gives the same rows, in the same order, and the
+    (``base.read_json_line``). Either way a file gives the same rows, in the same order, and the
     same rejects (``bulk=False`` reads every line with ``json`` and parses every envelope one
     by one: the reference the tests hold the bulk path to).
     """
@@ -266,14 +266,23 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     extra: dict[str, int] = {}
     aside = _Bulk()
     lines = data.decode("utf-8", errors="replace").split("\n")
-    # lines orjson may read (``quick_json``); bulk=False reads every line with ``json``
-    quick = pl.Series(lines, dtype=pl.String).str.contains(LONG_DIGITS).not_().to_list() \
-        if bulk else [False] * len(lines)
+    texts = pl.Series(lines, dtype=pl.String) if bulk else None
+    # lines with a \u escape (never set aside for a bulk parser: ``_Bulk.take``)
+    escaped = texts.str.contains("\\u", literal=True).to_list() if texts is not None else []
+    long_lines: list[bool] = []  # lines with a run of 19 digits: found when first asked
+
+    def long_digits(k: int) -> bool:
+        if not long_lines:
+            assert texts is not None
+            long_lines.extend(texts.str.contains(LONG_DIGITS))
+        return long_lines[k]
+
     for i, line in enumerate(lines, start=1):
-        if not line.strip():
+        if not line or line.isspace():  # blank (``not line.strip()``, without a copy)
             continue
         try:
-            env = quick_json(line) if quick[i - 1] else load_json(line, one_line=True)
+            env = read_json_line(line, functools.partial(long_digits, i - 1)) if bulk \
+                else load_json(line, one_line=True)
             if not isinstance(env, dict):
                 raise RecordError(f"expected a JSON object, got {type(env).__name__}")
             for key in env:
@@ -287,7 +296,7 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
                     "envelope has no 'node' (and the file is not under <kind>/<node>/)")
             if "collected_at" not in env:
                 raise RecordError("envelope has no 'collected_at'")
-            if bulk and aside.take(i, line, env, node):
+            if bulk and not escaped[i - 1] and aside.take(i, env, node):
                 if len(aside.rows) >= _BULK_CHUNK:  # parsed now: the objects held stay few
                     aside.flush(lines, rows, out)
                 continue
@@ -322,10 +331,8 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
                 slow = _typed_frame(rows[table], schema)
                 parts.append(slow.with_columns(
                     pl.int_range(pl.len(), dtype=pl.Int64).over("__line").alias("__idx")))
-            if len(parts) > 1:  # each part is in order (bulk parsers return theirs sorted)
+            if parts:  # in line order (the rows of declined envelopes were parsed last)
                 _add_valid(pl.concat(parts).sort("__line", "__idx").drop("__idx"), table, out)
-            elif parts:
-                _add_valid(parts[0].drop("__idx"), table, out)
     else:
         rows_to_frames(rows, out)
     if extra:
@@ -367,13 +374,13 @@ class _Bulk:
             self.taken += len(self.rows)
             self.rows, self.docs = [], {}
 
-    def take(self, i: int, line: str, env: dict[str, Any], node: str) -> bool:
-        """Set envelope ``env`` (line ``i``, checked up to its ``collected_at``) aside when a
-        bulk parser reads it: text output of a source with one (``BULK_PARSERS``), or a JSON
-        object of a source with one (``JSON_BULK_PARSERS``), and nothing a bulk parse might
-        read differently (a ``\\u`` escape can make a lone surrogate)."""
+    def take(self, i: int, env: dict[str, Any], node: str) -> bool:
+        """Set envelope ``env`` (line ``i``, checked up to its ``collected_at``; a line
+        without a ``\\u`` escape, which can make a lone surrogate a bulk parse might read
+        differently) aside when a bulk parser reads it: text output of a source with one
+        (``BULK_PARSERS``), or a JSON object of a source with one (``JSON_BULK_PARSERS``)."""
         output, source, at = env["output"], env.get("source"), env["collected_at"]
-        if type(source) is not str or type(at) is not str or "\\u" in line:
+        if type(source) is not str or type(at) is not str:
             return False
         if type(output) is dict and source in JSON_BULK_PARSERS:
             self.docs[i] = output

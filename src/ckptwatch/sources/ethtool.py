@@ -213,8 +213,9 @@ def parse_ethtool_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.S
     ok_line = pl.col("name").is_not_null() & pl.col("value").str.contains(_BULK_VALUE) \
         .fill_null(False)
     bad_env = lines.filter(~ok_line)["__env"].unique()
-    pairs = lines.select(pl.col("__env") * (len(names) + 1) + pl.col("__code").fill_null(-1))
-    if pairs.n_unique() != pairs.height:  # a name listed twice: parse_ethtool judges it
+    pairs = lines.select(pl.col("__env") * (len(names) + 1) + pl.col("__code").fill_null(-1)) \
+        .to_series()  # a Series: its n_unique hashes integers, not rows
+    if pairs.n_unique() != pairs.len():  # a name listed twice: parse_ethtool judges it
         bad_env = pl.concat([bad_env, lines.filter(pairs.is_duplicated())["__env"]])
     good = lines.filter(~pl.col("__env").is_in(bad_env.implode()))
     declined = pl.concat([env.filter(~plain)["__env"], bad_env,

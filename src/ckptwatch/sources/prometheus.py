@@ -16,17 +16,24 @@ Families read:
   ``smartctl_device``.
 
 Sample timestamps, when present, are used; otherwise the envelope's ``collected_at``.
+
+Envelopes of node_exporter's fabric families are parsed in bulk (``parse_prometheus_bulk``: all
+scrapes of a file in a few polars passes); ``parse_prometheus`` reads the rest (sample
+timestamps, escaped labels, smartctl_exporter scrapes) and is the bulk path's oracle.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from datetime import UTC, datetime
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import PLAIN_TEXT, ToolContext, register_bulk, register_tool
 from ckptwatch.sources.ethtool import canonical_alias
 from ckptwatch.sources.smartctl import nvme_device_name
 from ckptwatch.sources.textkv import iter_lines, shorten
@@ -246,3 +253,153 @@ def parse_prometheus(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, 
     if smart_rows:
         out["nvme_smart"] = smart_rows
     return out
+
+
+# -- bulk: many scrapes at once (``base.BulkParser``) ---------------------------------------
+# The bulk path reads plain text only (``PLAIN_TEXT``), so within a line ``\s`` is a space or
+# a tab: the patterns below spell it ``[ \t]`` (and ``\S`` as ``[^ \t]``), which polars'
+# regex engine runs several times sooner than its Unicode classes.
+_WS = r"[ \t]"
+#: A label as ``_LABEL`` reads it, without escapes or braces in the value.
+_BULK_LABEL = rf'[a-zA-Z_][a-zA-Z0-9_]*{_WS}*={_WS}*"[^"\\{{}}]*"'
+#: Values read in bulk: decimal floats (Go's ``1.5e+12`` included), which polars casts as
+#: ``float`` reads them, and the non-finite spellings ``float`` reads (skipped: no reading).
+_BULK_NUMBER = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_BULK_NON_FINITE = r"[+-]?(?i:inf|infinity|nan)"
+#: A whole sample line the bulk path reads, exactly as ``_SAMPLE``, ``parse_labels`` and
+#: ``parse_value`` read it: ``name{labels} value`` with a label set ``parse_labels`` accepts
+#: (after ``strip``), no sample timestamp, no brace or backslash inside the labels (so
+#: ``_SAMPLE``'s greedy label group can only end at the one ``}``).
+_BULK_SAMPLE = (
+    rf"^{_NAME}{_WS}*(?:\{{{_WS}*(?:{_WS}*{_BULK_LABEL}{_WS}*,)*(?:{_WS}*{_BULK_LABEL}{_WS}*)?"
+    rf"{_WS}*\}})?{_WS}+(?:{_BULK_NUMBER}|{_BULK_NON_FINITE}){_WS}*$")
+_BULK_KEY_VALUE = rf'^([a-zA-Z_][a-zA-Z0-9_]*){_WS}*={_WS}*"([^"]*)"$'
+#: The families ``parse_prometheus`` files as fabric counters.
+_FABRIC_PREFIXES = ("node_infiniband_", "node_ethtool_")
+
+
+@functools.cache
+def _fabric_name(name: str) -> tuple[bool, str] | None:
+    """How ``parse_prometheus`` files a sample named ``name``: (a ``legacy_`` series, the
+    counter) for a fabric counter; None for a sample it skips."""
+    if name.startswith("node_infiniband_"):
+        rest = name[len("node_infiniband_"):]
+        if rest in _IB_NOT_COUNTERS:
+            return None
+        legacy = rest.startswith("legacy_")
+        if legacy:
+            rest = re.sub(r"^(data|packets)_(received|transmitted)", r"port_\1_\2",
+                          rest[len("legacy_"):])
+        base = re.sub(r"_total$", "", rest)
+        return legacy, INFINIBAND_NAMES.get(base, base)
+    if name.startswith("node_ethtool_"):
+        rest = name[len("node_ethtool_"):]
+        return None if rest == "info" else (False, ethtool_driver_name(rest))
+    return None
+
+
+def _last_label(labels: pl.DataFrame, key: str) -> pl.DataFrame:
+    """``__pos`` and the value of label ``key`` (the last one given, as a dict keeps it)."""
+    return labels.filter(pl.col("__key") == key).unique(
+        "__pos", keep="last", maintain_order=True).select("__pos", pl.col("__val").alias(key))
+
+
+@register_bulk(SOURCE)
+def parse_prometheus_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_prometheus`` over many scrapes at once, for the node_exporter fabric families
+    (``node_infiniband_*``, ``node_ethtool_*``): the same rows in the same order (a
+    ``legacy_*`` series overrides its plain one in place; word counts and ethtool aliases
+    follow, in the order of the samples they come from).
+
+    Declined, for ``parse_prometheus`` to handle one by one: text that is not plain ASCII, a
+    sample line not of the form ``_BULK_SAMPLE`` (a sample timestamp, braces or escapes in
+    labels, a malformed label set or value), a smartctl_exporter sample (``smartctl_device*``),
+    a counter without a device label, a scrape with no fabric counter.
+    """
+    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT).fill_null(False)).to_series()
+    take = env.filter(plain)
+    lines = take.select(
+        "__env", pl.col("port").alias("__eport"),
+        pl.col("output").str.split("\n").alias("line"),
+    ).explode("line").with_columns(pl.col("line").str.strip_chars())
+    lines = lines.filter((pl.col("line") != "") & ~pl.col("line").str.starts_with("#")) \
+        .with_row_index("__pos")
+    line = pl.col("line")
+    bad_env = lines.filter(~line.str.contains(_BULK_SAMPLE) | line.str.starts_with(
+        "smartctl_device"))["__env"].unique()
+    # A valid line has at most one "{" and one "}": its parts are cut out by position.
+    samples = lines.filter(
+        pl.any_horizontal(line.str.starts_with(p) for p in _FABRIC_PREFIXES)
+        & ~pl.col("__env").is_in(bad_env.implode())).with_columns(
+        line.str.find(r"[{ \t]").alias("__n"), line.str.find("{", literal=True).alias("__o"),
+        line.str.find("}", literal=True).alias("__c"))
+    value = pl.when(pl.col("__c").is_not_null()).then(line.str.slice(pl.col("__c") + 1)) \
+        .otherwise(line.str.slice(pl.col("__n"))).str.strip_chars()
+    samples = samples.select(
+        "__env", "__eport", "__pos", line.str.slice(0, pl.col("__n")).alias("name"),
+        line.str.slice(pl.col("__o") + 1, pl.col("__c") - pl.col("__o") - 1).alias("labels"),
+        pl.when(value.str.contains(rf"^{_BULK_NON_FINITE}$")).then(pl.lit(math.nan))
+        .otherwise(value.cast(pl.Float64, strict=False)).alias("value"))
+    unread = samples.filter(pl.col("value").is_null())["__env"]  # a number polars cannot read
+    if unread.len():
+        bad_env = pl.concat([bad_env, unread]).unique()
+        samples = samples.filter(~pl.col("__env").is_in(bad_env.implode()))
+    samples = samples.filter(pl.col("value").is_finite())
+    names = samples["name"].unique().to_list()
+    filed = {n: f for n in names if (f := _fabric_name(n)) is not None}
+    if not filed:  # no fabric counter at all: parse_prometheus reads or rejects each scrape
+        return {}, env["__env"]
+    samples = samples.filter(pl.col("name").is_in(list(filed))).with_columns(
+        pl.col("name").replace_strict(list(filed), [f[0] for f in filed.values()],
+                                      return_dtype=pl.Boolean).alias("__legacy"),
+        pl.col("name").replace_strict(list(filed), [f[1] for f in filed.values()],
+                                      return_dtype=pl.String).alias("counter"),
+        pl.col("name").str.starts_with("node_infiniband_").alias("__ib"))
+    labels = samples.select("__pos", pl.col("labels").str.extract_all(_BULK_LABEL)
+                            .alias("__kv")).explode("__kv").select(
+        "__pos", pl.col("__kv").str.extract_groups(_BULK_KEY_VALUE)
+        .struct.rename_fields(["__key", "__val"]).alias("__m")).unnest("__m")
+    samples = samples.join(_last_label(labels, "device"), on="__pos", how="left",
+                           maintain_order="left") \
+        .join(_last_label(labels, "port"), on="__pos", how="left", maintain_order="left")
+    given_port = pl.when(pl.col("__eport") != "").then(pl.col("__eport")).otherwise(pl.lit("1"))
+    samples = samples.with_columns(
+        pl.when(pl.col("__ib") & pl.col("port").is_not_null()).then(pl.col("port"))
+        .otherwise(given_port).alias("port"))
+    no_device = samples.filter(pl.col("device").fill_null("") == "")["__env"].unique()
+    samples = samples.filter(~pl.col("__env").is_in(no_device.implode()))
+    keys = ["__env", "device", "port", "counter"]
+    plain_series = samples.filter(~pl.col("__legacy")).group_by(keys, maintain_order=True).agg(
+        pl.col("__pos").first(), pl.col("value").last())
+    legacy = samples.filter(pl.col("__legacy")).group_by(keys, maintain_order=True).agg(
+        pl.col("__pos").first().alias("__lpos"), pl.col("value").last().alias("__lvalue"))
+    # a legacy series wins over the plain one in its place; legacy-only ones follow the rest
+    base = plain_series.join(legacy, on=keys, how="full", coalesce=True).select(
+        *keys, pl.coalesce("__lvalue", "value").alias("value"),
+        pl.col("__pos").is_null().alias("__after"), pl.coalesce("__pos", "__lpos").alias("__o"),
+    ).sort("__env", "__after", "__o").with_columns(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("__k")).drop("__after", "__o")
+    counters = base["counter"].unique().to_list()
+    words = {c: w for c in counters if (w := _IB_BYTES_TO_WORDS.get(c))}
+    aliases = {c: a for c in counters if (a := canonical_alias(c))}
+    derived = []
+    for k, table, scale in ((0, words, 0.25), (1, aliases, 1.0)):
+        if table:
+            derived.append(base.filter(pl.col("counter").is_in(list(table))).select(
+                "__env", "device", "port",
+                pl.col("counter").replace_strict(table, return_dtype=pl.String),
+                (pl.col("value") / 4 if scale != 1.0 else pl.col("value")),
+                (pl.col("__k") * 2 + k).alias("__k")))
+    rows = base.with_columns(pl.col("__k") * 2)
+    if derived:  # each added once, and only when the scrape does not give that series itself
+        extra = pl.concat(derived).sort("__k").join(
+            base.select(keys), on=keys, how="anti", maintain_order="left")
+        extra = extra.filter(pl.struct(keys).is_first_distinct())
+        shift = 2 * (base.height + 1)
+        rows = pl.concat([rows, extra.with_columns(pl.col("__k") + shift)])
+    rows = rows.sort("__env", "__k").select(
+        "__env", pl.col("__k").alias("__idx"), "device", "port", "counter", "value")
+    found = rows["__env"].unique()
+    declined = pl.concat([env.filter(~plain)["__env"], bad_env, no_device,
+                          take.filter(~pl.col("__env").is_in(found.implode()))["__env"]]).unique()
+    return {"fabric_counters": rows}, declined

@@ -73,6 +73,9 @@ class Frame:
 
     df: pl.DataFrame
     rejects: list[Reject]
+    #: A record's raw text spelled from ``df``'s own columns, when ``df`` holds no ``RAW``
+    #: column: spelled only for the records that are rejected (``_spell_raw``).
+    raw: pl.Expr | None = None
 
 
 def _canonical_dtypes(table: str) -> dict[str, pl.DataType]:
@@ -183,10 +186,8 @@ def load_csv(data: bytes, table: str) -> Frame:
                          separator=sep)
         df = df.with_columns(pl.int_range(2, df.height + 2, dtype=pl.Int64).alias(LINE))
         cols = [c for c in df.columns if c != LINE]
-        df = df.with_columns(
-            pl.concat_str([pl.col(c).fill_null("") for c in cols], separator=sep).alias(RAW)
-        )
-        return Frame(df, [])
+        return Frame(df, [], raw=pl.concat_str([pl.col(c).fill_null("") for c in cols],
+                                                separator=sep))
     except (Exception, PanicException):  # noqa: BLE001 - ragged or odd CSV (or a polars
         pass  # panic): isolate the bad lines below
     text = data.decode("utf-8", errors="replace")
@@ -396,7 +397,8 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
             "an integer" if dtype in (pl.Int64, pl.Int32) else "a finite number")
         reasons.append((i, col, user_names.get(col, col), kind, dtype))
     stage = df.with_columns(coerced).with_columns(marker.alias(MARKER))
-    typed = stage.select(pl.col(LINE), pl.col(RAW), *values, pl.col(MARKER),
+    raw = pl.lit(None, dtype=pl.String).alias(RAW) if frame.raw is not None else pl.col(RAW)
+    typed = stage.select(pl.col(LINE), raw, *values, pl.col(MARKER),
                          *[pl.col(f"__b{i}") for i, *_ in reasons],
                          *[pl.col(col).alias(f"__o{i}") for i, (col, _) in
                            enumerate(readable.items()) if col in df.columns])
@@ -422,6 +424,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         why = pl.concat_str(texts, separator="; ", ignore_nulls=True)
         shown = bad_rows.head(out.capped.room)  # the rest only counted: memory stays bounded
         out.capped.dropped += bad_rows.height - shown.height
+        shown = _spell_raw(frame, shown)
         for line, raw, reason, is_marker in shown.select(
                 LINE, RAW, why.alias("__reason"), MARKER).iter_rows():
             out.rejects.append(Reject(reason, line, clip_raw(raw or ""),
@@ -429,7 +432,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
     good = typed.filter(~pl.col("__bad"))
     if checkpoints:
         starts = good.filter(pl.col(MARKER))
-        good = _latest_per_rank(good.filter(~pl.col(MARKER)), out, table)
+        good = _latest_per_rank(good.filter(~pl.col(MARKER)), out, table, frame)
         good = good.with_columns(
             ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
             .alias("duration_s"))
@@ -447,7 +450,18 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
 CHECKPOINT_KEY = ["job_id", "step", "rank"]
 
 
-def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str) -> pl.DataFrame:
+def _spell_raw(frame: Frame, rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (of ``frame``'s records, by ``LINE``) with their raw text, spelled by
+    ``frame.raw`` when the frame holds no ``RAW`` column."""
+    if frame.raw is None or not rows.height:
+        return rows
+    raw = frame.df.join(rows.select(LINE), on=LINE, how="semi").select(
+        LINE, frame.raw.alias(RAW))
+    return rows.drop(RAW).join(raw, on=LINE, how="left", maintain_order="left")
+
+
+def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str,
+                     frame: Frame) -> pl.DataFrame:
     """Duplicate rule inside one file: of records with the same (job_id, step, rank) the last
     in the file is kept; each earlier one is quarantined saying which line replaced it. (Across
     files, ``stg_checkpoint_writes`` keeps the most recently ingested record.)"""
@@ -455,8 +469,8 @@ def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str) -> pl.DataFram
     if good.height == good.select(CHECKPOINT_KEY).n_unique():
         return good
     marked = good.with_columns(last.alias("__last"))
-    for line, raw, kept in marked.filter(pl.col(LINE) != pl.col("__last")).select(
-            LINE, RAW, "__last").iter_rows():
+    for line, raw, kept in _spell_raw(frame, marked.filter(
+            pl.col(LINE) != pl.col("__last"))).select(LINE, RAW, "__last").iter_rows():
         out.rejects.append(Reject(
             f"duplicate record: line {kept} has the same job_id, step and rank and is kept "
             "(the last record in a file wins)", line, clip_raw(raw or ""), table))
