@@ -89,9 +89,12 @@ def _assert_layout(lake: Path, dates: set[str]) -> None:
     """Only the lake's own layout exists: tables, date partitions, hashed part names."""
     for path in lake.rglob("*"):
         rel = path.relative_to(lake).as_posix()
+        if rel.startswith("derived/"):  # the stored counter deltas (lake.derived): a table
+            rel = rel.removeprefix("derived/")
         top = rel.split("/")[0]
         if path.is_dir():
-            assert top in TABLES or top in ("_manifest", "_inflight"), rel
+            assert top in TABLES or top in ("_manifest", "_inflight", "derived",
+                                            "counter_deltas"), rel
             if "/" in rel:
                 assert rel.split("/", 1)[1] in {f"date={d}" for d in dates | {"1970-01-01"}}
         else:

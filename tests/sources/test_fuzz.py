@@ -576,11 +576,12 @@ def _lake_is_well_formed(lake: Path) -> None:
     for path in lake.rglob("*"):
         rel = path.relative_to(lake).as_posix()
         if path.is_dir():
-            assert re.fullmatch(r"_manifest|_inflight|[a-z_]+|[a-z_]+/date=\d{4}-\d{2}-\d{2}",
-                                rel), rel
-        else:
+            assert re.fullmatch(r"_manifest|_inflight|(derived/)?[a-z_]+"
+                                r"|(derived/)?[a-z_]+/date=\d{4}-\d{2}-\d{2}", rel), rel
+        else:  # derived/: the stored counter deltas' schema stub (lake.derived)
             assert (PART_PATH.fullmatch(rel) or rel == ".lock"
-                    or re.fullmatch(r"[a-z_]+/date=1970-01-01/part-schema\.parquet", rel)
+                    or re.fullmatch(r"(derived/)?[a-z_]+/date=1970-01-01/part-schema\.parquet",
+                                    rel)
                     or re.fullmatch(r"_manifest/[0-9a-f]{64}\.json", rel)), rel
 
 
