@@ -15,12 +15,14 @@ import polars as pl
 import pytest
 from tests import stall_cases as sc
 
+from ckptwatch.lake.store import Lake
 from ckptwatch.live.evidence import (
     EvidenceRequest,
     RankState,
     hosts_to_read,
     live_evidence,
     raw_telemetry_files,
+    telemetry_exists,
 )
 
 
@@ -87,3 +89,19 @@ def test_only_the_checkpoints_hosts_recent_files_are_read_within_the_budget(
     assert notes == []
     picked, notes = raw_telemetry_files(raw, req, time.time() - 86400, max_bytes=1000)
     assert len(picked) < 4 and "not read for the live evidence" in notes[0]
+
+
+def test_without_any_telemetry_no_attribution_is_started(tmp_path: Path) -> None:
+    lake, raw = tmp_path / "lake", tmp_path / "raw"
+    Lake(lake).init()
+    (raw / "checkpoints").mkdir(parents=True)
+    since = time.time() - 3600
+    assert not telemetry_exists(lake, raw, since)
+    (raw / "fabric").mkdir()
+    (raw / "fabric" / "n1.jsonl").write_text("{}\n")
+    assert telemetry_exists(lake, raw, since)
+    old = since - 86400
+    os.utime(raw / "fabric" / "n1.jsonl", (old, old))
+    assert not telemetry_exists(lake, raw, since)  # a file of another day is no evidence
+    cases = sc.build(tmp_path / "cases", sc.Case(stall="gc"))
+    assert telemetry_exists(cases, raw, sc.T0.timestamp() - 86400)  # the lake's own days

@@ -156,6 +156,29 @@ def _file_host(rel: Path) -> str | None:
     return m.group("host") if m else None
 
 
+def telemetry_exists(lake_root: Path, raw_dir: Path, since_s: float) -> bool:
+    """Is there any SMART, fabric or pool telemetry to attribute with: a lake partition of a
+    day since ``since_s``, or a raw telemetry file changed since then? (Directory listings
+    only: without any, the watcher does not start an attribution.)"""
+    from ckptwatch.lake.store import Lake
+
+    since = datetime.fromtimestamp(since_s, UTC).date()
+    lake = Lake(lake_root)
+    if any(d >= since for t in TELEMETRY_TABLES for d in lake.days(t)):
+        return True
+    for place in TELEMETRY_PLACES:
+        root = raw_dir / place
+        if not root.is_dir():
+            continue
+        for path in root.rglob("*"):
+            try:
+                if path.is_file() and path.stat().st_mtime >= since_s:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
 def raw_telemetry_files(raw_dir: Path, req: EvidenceRequest, since_s: float,
                         max_bytes: int) -> tuple[list[Path], list[str]]:
     """(the raw telemetry files to read, notes): changed since ``since_s``, of the hosts of

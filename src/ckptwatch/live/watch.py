@@ -50,7 +50,13 @@ from ckptwatch.alerts.sinks import Sink, build_sinks
 from ckptwatch.errors import CkptwatchError, LakeError
 from ckptwatch.lake.schema import CHECKPOINT_STARTS, CHECKPOINT_WRITES
 from ckptwatch.lake.store import Lake, atomic_write_bytes
-from ckptwatch.live.evidence import EvidenceRequest, RankState, live_evidence
+from ckptwatch.live.evidence import (
+    BASELINE_DAYS,
+    EvidenceRequest,
+    RankState,
+    live_evidence,
+    telemetry_exists,
+)
 from ckptwatch.live.follow import Chunk, Cursor, Follower, parse_chunk
 from ckptwatch.live.metrics import MetricsServer, WatchMetrics, write_textfile
 from ckptwatch.live.tracker import Completed, Tracker
@@ -439,6 +445,9 @@ class Watcher:
             if request is None:
                 continue
             self._asked[key] = stage
+            if not telemetry_exists(self.lake_root, self.raw_dir,
+                                    request.start_s - BASELINE_DAYS * 86400.0):
+                continue  # nothing to attribute with: no child process
             pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
             try:
                 self._pending = (key, pool.submit(
