@@ -24,7 +24,9 @@ its numbers, or that no cause stands out yet in the telemetry received.
 from __future__ import annotations
 
 import logging
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -156,35 +158,9 @@ def _file_host(rel: Path) -> str | None:
     return m.group("host") if m else None
 
 
-def telemetry_exists(lake_root: Path, raw_dir: Path, since_s: float) -> bool:
-    """Is there any SMART, fabric or pool telemetry to attribute with: a lake partition of a
-    day since ``since_s``, or a raw telemetry file changed since then? (Directory listings
-    only: without any, the watcher does not start an attribution.)"""
-    from ckptwatch.lake.store import Lake
-
-    since = datetime.fromtimestamp(since_s, UTC).date()
-    lake = Lake(lake_root)
-    if any(d >= since for t in TELEMETRY_TABLES for d in lake.days(t)):
-        return True
-    for place in TELEMETRY_PLACES:
-        root = raw_dir / place
-        if not root.is_dir():
-            continue
-        for path in root.rglob("*"):
-            try:
-                if path.is_file() and path.stat().st_mtime >= since_s:
-                    return True
-            except OSError:
-                continue
-    return False
-
-
-def raw_telemetry_files(raw_dir: Path, req: EvidenceRequest, since_s: float,
-                        max_bytes: int) -> tuple[list[Path], list[str]]:
-    """(the raw telemetry files to read, notes): changed since ``since_s``, of the hosts of
-    :func:`hosts_to_read` (pool files: all), newest first, within ``max_bytes`` in total."""
-    hosts = hosts_to_read(req)
-    picked: list[tuple[float, Path, int]] = []
+def _recent_raw_files(raw_dir: Path, since_s: float) -> Iterator[tuple[str, Path,
+                                                                     os.stat_result]]:
+    """(place, path, stat) of every regular raw telemetry file changed since ``since_s``."""
     for place in TELEMETRY_PLACES:
         root = raw_dir / place
         if not root.is_dir():
@@ -196,13 +172,35 @@ def raw_telemetry_files(raw_dir: Path, req: EvidenceRequest, since_s: float,
                 st = path.stat()
             except OSError:
                 continue
-            if st.st_mtime < since_s:
+            if st.st_mtime >= since_s:
+                yield place, path, st
+
+
+def telemetry_exists(lake_root: Path, raw_dir: Path, since_s: float) -> bool:
+    """Is there any SMART, fabric or pool telemetry to attribute with: a lake partition of a
+    day since ``since_s``, or a raw telemetry file changed since then? (Directory listings
+    only: without any, the watcher does not start an attribution.)"""
+    from ckptwatch.lake.store import Lake
+
+    since = datetime.fromtimestamp(since_s, UTC).date()
+    lake = Lake(lake_root)
+    if any(d >= since for t in TELEMETRY_TABLES for d in lake.days(t)):
+        return True
+    return next(_recent_raw_files(raw_dir, since_s), None) is not None
+
+
+def raw_telemetry_files(raw_dir: Path, req: EvidenceRequest, since_s: float,
+                        max_bytes: int) -> tuple[list[Path], list[str]]:
+    """(the raw telemetry files to read, notes): changed since ``since_s``, of the hosts of
+    :func:`hosts_to_read` (pool files: all), newest first, within ``max_bytes`` in total."""
+    hosts = hosts_to_read(req)
+    picked: list[tuple[float, Path, int]] = []
+    for place, path, st in _recent_raw_files(raw_dir, since_s):
+        if place != "pool":
+            host = _file_host(path.relative_to(raw_dir))
+            if host is not None and host not in hosts:
                 continue
-            if place != "pool":
-                host = _file_host(path.relative_to(raw_dir))
-                if host is not None and host not in hosts:
-                    continue
-            picked.append((st.st_mtime, path, st.st_size))
+        picked.append((st.st_mtime, path, st.st_size))
     picked.sort(key=lambda x: (-x[0], str(x[1])))
     out: list[Path] = []
     total, notes = 0, []
