@@ -27,6 +27,7 @@ from ckptwatch.collect.collector import (
     envelope_path,
     nvme_controllers,
     rdma_netdevs,
+    next_round_at,
     run_loop,
 )
 
@@ -321,6 +322,18 @@ def test_bad_settings_are_refused(tmp_path: Path, sysfs: Path) -> None:
     with pytest.raises(CollectError, match="^cannot append to .*fabric/gpu-node-07-.*; check "
                        "--out exists and is writable$"):
         c.run_round()
+
+
+def test_next_round_is_aligned_and_never_right_after_the_last() -> None:
+    # Started 23 ms before a 30 s boundary (as a collector started at 14:59:59.977 is): the
+    # next round is the boundary after it, not 23 ms later (two samples 23 ms apart).
+    assert next_round_at(1_799_999.977, 1_799_999.990, 30) == 1_800_030
+    # Started mid-interval: the next boundary.
+    assert next_round_at(1_800_010.0, 1_800_010.5, 30) == 1_800_030
+    # A round that overran its interval: the next boundary after now, still aligned.
+    assert next_round_at(1_800_000.0, 1_800_071.0, 30) == 1_800_090
+    # Exactly half an interval after the start is far enough.
+    assert next_round_at(1_800_015.0, 1_800_015.1, 30) == 1_800_030
 
 
 def test_loop_stops_when_asked(tmp_path: Path, sysfs: Path, fake_path: Path) -> None:

@@ -387,15 +387,27 @@ class Collector:
         return RoundResult(envelopes, self.write(envelopes))
 
 
+def next_round_at(began: float, now: float, interval_s: float) -> float:
+    """The epoch time of the next round: the first multiple of ``interval_s`` after ``now``
+    that is at least ``interval_s / 2`` after ``began`` (the start of the round just run)."""
+    wake = (now // interval_s + 1) * interval_s
+    while wake - began < interval_s / 2:
+        wake += interval_s
+    return wake
+
+
 def run_loop(collector: Collector, *, interval_s: float, stop: threading.Event,
              once: bool = False,
              on_round: Callable[[RoundResult], None] | None = None) -> int:
     """Rounds until ``stop`` is set (or one with ``once``); the next round starts on the next
-    multiple of ``interval_s`` (epoch-aligned, so nodes sample together). Returns rounds run."""
+    multiple of ``interval_s`` (epoch-aligned, so nodes sample together) at least half an
+    interval after this round began: a collector started just before a boundary does not take
+    two samples milliseconds apart (a rate over 20 ms is noise). Returns rounds run."""
     if interval_s <= 0:
         raise CollectError(f"--interval must be positive, got {interval_s}")
     rounds = 0
     while True:
+        began = time.time()
         result = collector.run_round()
         rounds += 1
         if on_round is not None:
@@ -403,11 +415,11 @@ def run_loop(collector: Collector, *, interval_s: float, stop: threading.Event,
         if once or stop.is_set():
             return rounds
         now = time.time()
-        wake = (now // interval_s + 1) * interval_s
+        wake = next_round_at(began, now, interval_s)
         if stop.wait(wake - now):
             return rounds
 
 
 __all__ = ["Collector", "CollectError", "Envelope", "RoundResult", "TOOLS", "check_node_name",
-           "envelope_path", "nvme_controllers", "rdma_devices", "rdma_netdevs",
+           "envelope_path", "next_round_at", "nvme_controllers", "rdma_devices", "rdma_netdevs",
            "run_loop", "utc_z"]
