@@ -4,8 +4,13 @@
 -- summed over the host's NICs, ports and counters (frames/s, ticks/s); drive and pool signals
 -- stay per signal (media_written_bytes, host_written_bytes, controller_busy_time_min,
 -- gc_active, free_blocks_pct, metadata_latency_ms, …), summed over the host's drives.
--- window level: counters: increase over the sampling intervals that overlap the window divided
--- by their length (a rate); gauges: mean of the samples in those intervals, min and max.
+-- window level: each sampling interval weighed by the seconds it spends inside the window
+-- (overlap_s of int_window_samples), never requiring a sample inside it (a 2-minute SMART
+-- interval may span the whole checkpoint): counters: the overlap-weighted mean of the
+-- intervals' rates; gauges: the overlap-weighted mean of the samples closing those intervals;
+-- min and max over them. Where no interval overlaps by a positive time (a series' first sample,
+-- an interval that only touches the window's edge), the unweighted form: the increase over the
+-- intervals divided by their length, the mean of the samples.
 -- baseline_level: the same series' median over all its samples (counters: median interval
 -- rate; gauges: median value), summed like the window level.
 -- Host roles: is_rank_node (ran ranks), is_target (received writes: a pool target, or the node
@@ -111,8 +116,16 @@ per_series as (
         in_window.signal,
         any_value(in_window.kind) as kind,
         count(*) as n_samples,
-        sum(in_window.delta) / nullif(sum(in_window.interval_s), 0) as window_rate_per_s,
-        avg(in_window.value) as window_value,
+        coalesce(
+            sum(in_window.rate_per_s * in_window.overlap_s)
+            / nullif(sum(in_window.overlap_s) filter (where in_window.rate_per_s is not null), 0),
+            sum(in_window.delta) / nullif(sum(in_window.interval_s), 0)
+        ) as window_rate_per_s,
+        coalesce(
+            sum(in_window.value * in_window.overlap_s)
+            / nullif(sum(in_window.overlap_s) filter (where in_window.value is not null), 0),
+            avg(in_window.value)
+        ) as window_value,
         min(in_window.value) as window_min,
         max(in_window.value) as window_max,
         max(in_window.interval_s) as sample_interval_max_s,

@@ -322,6 +322,28 @@ def test_counter_windows_and_stall_signals_count_the_touching_intervals_by_their
     assert stall == {"pause": 3, "xmit_wait": 2}
 
 
+def test_stall_signals_weigh_each_interval_by_its_seconds_inside_the_window(lake: Path) -> None:
+    # The stall's window is [1005, 1025]. A coarse series: a 101 s interval (905, 1006] at rate
+    # 0 that spends 1 s inside it, then (1006, 1026] at 100/s that spends 19 s inside it. The
+    # window saw ~95/s; the increase over the intervals' whole length (2000 / 121 s = 16.5/s)
+    # would drown the burst in the quiet minutes before it. The gauge likewise: 0 for 1 s, 1 for
+    # 19 s.
+    seed(lake, "checkpoint_writes", [write("j1", s, 0, 5.0, start=100.0 * s) for s in (1, 2, 3)]
+         + [write("j1", 4, 0, 20.0, start=1005.0)])
+    seed(lake, "fabric_counters", [
+        {"ts": at(t), "node": "n0", "device": "mlx5_0", "port": "1", "counter": "rx_prio3_pause",
+         "value": v, "source": "ethtool"}
+        for t, v in [(905, 0.0), (1006, 0.0), (1026, 2000.0)]])
+    seed(lake, "pool_metrics", [
+        {"ts": at(t), "pool": "p0", "target": "t0", "metric": "gc_active", "value": v}
+        for t, v in [(905, 0.0), (1006, 0.0), (1026, 1.0)]])
+    got = {r["signal"]: r for r in query(
+        lake, "select signal, level, n_samples from stall_signals where step = 4")}
+    assert got["pause"]["n_samples"] == 2
+    assert got["pause"]["level"] == pytest.approx((0.0 * 1 + 100.0 * 19) / 20)
+    assert got["gc_active"]["level"] == pytest.approx((0.0 * 1 + 1.0 * 19) / 20)
+
+
 def test_both_window_marts_read_the_one_window_to_samples_join() -> None:
     for mart in ("counter_windows", "stall_signals"):
         text = re.sub(r"--[^\n]*", "", (sql_dir() / "marts" / f"{mart}.sql").read_text())
