@@ -36,6 +36,7 @@ from tests.conftest import PROJECT_ROOT, lake_rows, write_raw_dir
 
 from ckptwatch.cli.main import main
 from ckptwatch.errors import LakeError
+from ckptwatch.ingest import run as ingest_run
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake import store as lake_module
 from ckptwatch.lake.query import connect, run_sql
@@ -307,7 +308,10 @@ def test_disk_full_is_one_line_from_the_cli(
 def test_failure_after_some_files_keeps_those_files(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that fails half way keeps the files it committed, whole, and says how many; a
-    rerun adds the rest and ends with exactly the clean run's rows."""
+    rerun adds the rest and ends with exactly the clean run's rows. Files are written in
+    batches (``ingest.run.BATCH_FILES``): two a batch here, so that half way through the
+    seven new files some batches are committed."""
+    monkeypatch.setattr(ingest_run, "BATCH_FILES", 2)
     raw = _raw(tmp_path / "raw")
     (raw / "pool").rename(tmp_path / "pool-later")
     lake = tmp_path / "lake"
@@ -350,6 +354,38 @@ def mounted(args: list[str], target: Path) -> Iterator[None]:
         subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30,
                        check=False)
 
+
+
+def test_failure_inside_a_batch_rolls_the_whole_batch_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure in the middle of a batch's write (its fourth part) rolls back every
+    file of the batch, says how many were written with the one it names, and a rerun ends
+    with exactly the clean run's rows."""
+    raw = _raw(tmp_path / "raw")
+    (raw / "pool").rename(tmp_path / "pool-later")
+    lake = tmp_path / "lake"
+    ingest(raw, lake)
+    (tmp_path / "pool-later").rename(raw / "pool")
+    before = snapshot(lake)
+    real = lake_module.pq.write_table
+    calls = [0]
+
+    def fourth_part_fails(table: object, where: object, *a: object, **k: object) -> None:
+        calls[0] += 1
+        if calls[0] == 4:
+            raise enospc(str(where))
+        real(table, where, *a, **k)
+
+    monkeypatch.setattr(lake_module.pq, "write_table", fourth_part_fails)
+    with pytest.raises(LakeError) as err:
+        ingest(raw, lake)
+    message = str(err.value)
+    assert "while writing pool/p0.csv and 6 other file(s) written with it, which were rolled " \
+           "back; 0 file(s) committed earlier in this run are kept" in message, message
+    assert snapshot(lake) == before
+    monkeypatch.setattr(lake_module.pq, "write_table", real)
+    ingest(raw, lake)
+    assert lake_rows(lake) == lake_rows(_clean(raw, tmp_path / "clean"))
 
 def test_real_full_disk(tmp_path: Path) -> None:
     """A tmpfs filled to the brim: one clear error, the lake unchanged, a rerun after freeing

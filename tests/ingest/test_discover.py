@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ckptwatch.errors import CorruptInputError, RawDirError
+from ckptwatch.ingest import discover as discover_module
 from ckptwatch.ingest.discover import classify, discover, read_bytes, table_for_columns
 
 
@@ -59,3 +62,42 @@ def test_a_corrupt_gzip_is_a_corrupt_input_error_and_an_os_error(tmp_path: Path)
     with pytest.raises(CorruptInputError, match="corrupt gzip file") as err:
         read_bytes(bad)
     assert isinstance(err.value, OSError)
+
+
+def _blank_long_lines_by_regex(data: bytes, limit: int, keep: int) -> tuple[
+        bytes, list[tuple[int, int, bytes]]]:
+    """The reference ``discover._blank_long_lines`` is held to: each line over ``limit``
+    bytes found by a regular expression, blanked, listed (line number, length, head)."""
+    import re
+
+    found = [(m.start(), m.end())
+             for m in re.finditer(rb"(?m)^[^\n]{%d,}" % (limit + 1), data)]
+    out, long_lines, at = [], [], 0
+    for start, end in found:
+        long_lines.append((data.count(b"\n", 0, start) + 1, end - start,
+                           data[start:start + keep]))
+        out.append(data[at:start])
+        at = end
+    out.append(data[at:])
+    return b"".join(out), long_lines
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=80).map(lambda b: b.replace(b"\x01", b"\n")),
+       limit=st.integers(0, 10), keep=st.integers(0, 6), scan=st.integers(1, 9))
+def test_long_lines_are_blanked_as_the_regex_finds_them(
+        data: bytes, limit: int, keep: int, scan: int) -> None:
+    """Long lines are found by a numpy scan for newlines, in chunks of ``SCAN_BYTES``
+    (tiny here, so that lines cross chunk boundaries): the same lines, numbers, lengths and
+    heads as the regular expression, the same bytes left (CR and NUL are line content)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(discover_module, "SCAN_BYTES", scan)
+        got = discover_module._blank_long_lines(data, limit, keep)
+    assert got == _blank_long_lines_by_regex(data, limit, keep)
+
+
+def test_a_long_line_is_blanked_and_listed() -> None:
+    data = b"short\n" + b"x" * 12 + b"\r\n\nok\n" + b"y" * 11
+    blanked, long_lines = discover_module._blank_long_lines(data, 10, 3)
+    assert blanked == b"short\n\n\nok\n"
+    assert long_lines == [(2, 13, b"xxx"), (5, 11, b"yyy")]

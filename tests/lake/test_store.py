@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -64,6 +65,63 @@ def test_journal_rolls_back_parts_of_an_interrupted_file(tmp_path: Path) -> None
     assert lake.read("pool_metrics").height == 0
     assert lake.recover() == 0
 
+
+
+def _pool_rows(target: str) -> pl.DataFrame:
+    return pl.DataFrame({"ts": [datetime(2026, 11, 28, tzinfo=UTC)], "pool": ["p"],
+                         "target": [target], "metric": ["gc_active"], "value": [1.0],
+                         "source_file": [f"{target}.csv"], "ingested_ts": [datetime.now(UTC)]})
+
+
+@pytest.mark.parametrize("landed", [0, 1, 2], ids=["none", "one", "both"])
+def test_a_batch_killed_between_its_manifest_entries_keeps_the_committed_files(
+        tmp_path: Path, landed: int) -> None:
+    """A batch of two files killed after ``landed`` of its manifest entries were renamed into
+    place: ``recover`` keeps the parts of the committed files, removes the others' and the
+    journal entry, and the lake then holds each committed file once."""
+    lake = Lake(tmp_path)
+    lake.init()
+    keys = ["a" * 64, "b" * 64]
+    planned = {k: lake.plan_parts(k, POOL_METRICS, _pool_rows(f"t{i}"))
+               for i, k in enumerate(keys)}
+    files = {k: [rel for rel, _ in parts] for k, parts in planned.items()}
+    lake.begin_batch("c" * 64, files)
+    lake.write_parts([(rel, POOL_METRICS, part) for parts in planned.values()
+                      for rel, part in parts])
+    for k in keys[:landed]:  # what commit_batch had renamed when the kill came
+        atomic_write_bytes(tmp_path / "_manifest" / f"{k}.json", json.dumps(
+            {"key": k, "path": f"{k[0]}.csv", "size_bytes": 1, "ingested_ts": "x",
+             "rows": {"pool_metrics": 1}, "quarantined": 0, "parts": files[k]}).encode())
+    assert lake.read("pool_metrics").height == 2
+    assert lake.recover() == (1 if landed < 2 else 0)  # files rolled back: none when all landed
+    assert sorted(lake.read("pool_metrics")["target"]) == [f"t{i}" for i in range(landed)]
+    assert not list((tmp_path / "_inflight").iterdir())
+    assert lake.recover() == 0
+
+
+def test_write_parts_failing_half_way_leaves_no_temp_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk that fills while a batch's parts are fsynced: one ``LakeError``, no temp file;
+    ``rollback_batch`` then leaves the lake as ``init`` made it."""
+    lake = Lake(tmp_path)
+    lake.init()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    planned = {k: lake.plan_parts(k, POOL_METRICS, _pool_rows(k[:2]))
+               for k in ("a" * 64, "b" * 64)}
+    files = {k: [rel for rel, _ in parts] for k, parts in planned.items()}
+    lake.begin_batch("c" * 64, files)
+
+    def full(*_a: object, **_k: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(LakeError, match="disk is full"):
+        lake.write_parts([(rel, POOL_METRICS, part) for parts in planned.values()
+                          for rel, part in parts])
+    monkeypatch.undo()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    lake.rollback_batch("c" * 64, files)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 def test_lock_times_out_with_a_clear_message(tmp_path: Path) -> None:
     lake = Lake(tmp_path)

@@ -12,7 +12,8 @@ content earlier in the run (``content_key``), and waits for every task before it
 lock go. Each file is its own transaction (journal, parts, manifest), so workers in other
 processes or hosts write safely; they must see the raw directory and the lake at the same
 paths (one machine, or a shared file system). Without a Dask runner the flow runs the files
-one at a time, as before.
+in order, one task per batch of up to ``BATCH_FILES`` files (``ingest.run.ingest_files``, as
+``ckptwatch ingest`` does: one journal entry and one round of fsyncs per batch).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from prefect.futures import wait
 
 from ckptwatch.errors import LakeError, MissingExtraError
 from ckptwatch.ingest.discover import RawFile, discover
-from ckptwatch.ingest.read import ParsedFile, content_key, parse_file
-from ckptwatch.ingest.run import IngestReport, run_stopped
+from ckptwatch.ingest.read import content_key, parse_file
+from ckptwatch.ingest.run import BATCH_FILES, IngestReport, ingest_files, run_stopped
 from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
 from ckptwatch.lake.store import Lake
 from ckptwatch.sources.base import safe_text
@@ -46,17 +47,19 @@ def discover_files(raw_dir: Path, lake_root: Path | None = None
     return discover(raw_dir, lake=lake_root, notes=notes), notes
 
 
-@task(task_run_name="parse {raw.rel}", cache_policy=NO_CACHE)
-def parse(raw: RawFile, known: set[str]) -> ParsedFile:
-    """Parse one raw file into canonical rows and rejects."""
-    return parse_file(raw, known)
-
-
-@task(retries=2, retry_delay_seconds=5, task_run_name="write {pf.raw.rel}",
+@task(retries=2, retry_delay_seconds=5, task_run_name="ingest {n_files} file(s) from {first}",
       cache_policy=NO_CACHE)
-def write(lake_root: Path, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
-    """Write one file's parts and commit it (I/O: retried; the journal makes retries safe)."""
-    return write_file(Lake(lake_root), pf, ingested_ts)
+def ingest_batch(lake_root: Path, raws: list[RawFile], known: frozenset[str],
+                 ingested_ts: datetime, done: list[FileResult], n_files: int, first: str
+                 ) -> tuple[list[FileResult], set[str]]:
+    """Parse and write one batch of files (``ingest.run.ingest_files``: one journal entry and
+    one round of fsyncs per batch); returns their results and the keys they ingested. I/O:
+    retried; a retry starts from the same ``known`` and rewrites what the failed attempt
+    committed under the same part names, so it neither loses nor doubles a row."""
+    keys = set(known)
+    results = list(done)
+    ingest_files(Lake(lake_root), raws, keys, ingested_ts, results)
+    return results[len(done):], keys - known
 
 
 @task(task_run_name="key {raw.rel}", cache_policy=NO_CACHE)
@@ -138,17 +141,14 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
         if _on_dask():
             results = _ingest_parallel(files, lake_root, known, now)
             files = []
-        for i, raw in enumerate(files, start=1):
-            pf = parse(raw, known)
-            try:
-                result = write(lake_root, pf, now)
-            except LakeError as exc:  # disk full, permission denied: stop with one line
-                raise run_stopped(exc, raw, results) from exc
-            results.append(result)
-            if result.status == "ingested":
-                known.add(pf.key)  # a second copy of this content later in the run is skipped
-            if i % 50 == 0 or i == len(files):
-                logger.info("ingest: %d/%d files", i, len(files))
+        for start in range(0, len(files), BATCH_FILES):
+            raws = files[start:start + BATCH_FILES]
+            # A write failure raises run_stopped's one line (disk full, permission denied).
+            batch, new_keys = ingest_batch(lake_root, raws, frozenset(known), now, results,
+                                           len(raws), safe_text(raws[0].rel))
+            results += batch
+            known |= new_keys  # a second copy of this content later in the run is skipped
+            logger.info("ingest: %d/%d files", len(results), len(files))
     report = IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0,
                           notes=[safe_text(n) for n in notes])
     logger.info("ingest: %d ingested, %d skipped, %d quarantined records", report.count(

@@ -28,7 +28,6 @@ import codecs
 import hashlib
 import json
 import os
-import re
 import stat
 import zlib
 from collections.abc import Iterable
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from ckptwatch.errors import CorruptInputError, RawDirError
@@ -256,20 +256,35 @@ def _from_utf16(data: bytes, codec: str) -> tuple[bytes, str | None]:
             f"undecodable UTF-16 text ({exc.reason} at byte {exc.start:,})")
 
 
+#: Bytes scanned for newlines at a time by ``_line_spans`` (its temporary arrays stay small).
+SCAN_BYTES = 1 << 24
+
+
+def _line_spans(data: bytes) -> tuple[Any, Any]:
+    """(start, end) offsets of every line of ``data`` (end: its ``\\n``, or the end of the
+    data), as numpy arrays, found in C a chunk at a time (``SCAN_BYTES``)."""
+    view = np.frombuffer(data, dtype=np.uint8)
+    newlines = [np.flatnonzero(view[at:at + SCAN_BYTES] == 10) + at
+                for at in range(0, len(view), SCAN_BYTES)]
+    ends = np.concatenate([*newlines, np.array([len(view)], dtype=np.int64)])
+    starts = np.concatenate([np.array([0], dtype=np.int64), ends[:-1] + 1])
+    return starts, ends
+
+
 def _blank_long_lines(data: bytes, limit: int, keep: int) -> tuple[
         bytes, list[tuple[int, int, bytes]]]:
     """Each line of ``data`` over ``limit`` bytes replaced by an empty line (found by a scan
     in C, never decoded); the lines' numbers, lengths and first ``keep`` bytes."""
-    found = [(m.start(), m.end()) for m in re.finditer(rb"(?m)^[^\n]{%d,}" % (limit + 1), data)]
-    if not found:
+    starts, ends = _line_spans(data)
+    found = np.flatnonzero(ends - starts > limit)
+    if not found.size:
         return data, []
     out: list[bytes] = []
     long_lines = []
-    at, line, counted = 0, 1, 0
-    for start, end in found:
-        line += data.count(b"\n", counted, start)
-        counted = start
-        long_lines.append((line, end - start, data[start:start + keep]))
+    at = 0
+    for k in found.tolist():  # the long lines only: few (each is over the record limit)
+        start, end = int(starts[k]), int(ends[k])
+        long_lines.append((k + 1, end - start, data[start:start + keep]))
         out.append(data[at:start])
         at = end
     out.append(data[at:])

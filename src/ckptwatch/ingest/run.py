@@ -1,25 +1,31 @@
-"""Ingest: raw files -> canonical rows -> lake parts, one source file at a time, in process.
+"""Ingest: raw files -> canonical rows -> lake parts, in process, in batches of files.
 
 The steps are separate so that the Prefect flow (``ckptwatch.flows.ingest``) can run them as
-tasks: ``discover.discover`` -> ``read.parse_file`` -> ``write.write_file``. ``ingest`` runs
-them here, in order.
+tasks: ``discover.discover`` -> ``ingest_files`` (``read.parse_file`` -> ``write.write_files``
+per batch). ``ingest`` runs them here, in order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ckptwatch.errors import LakeError
 from ckptwatch.ingest.discover import RawFile, discover
-from ckptwatch.ingest.read import parse_file
-from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_file
+from ckptwatch.ingest.read import ParsedFile, parse_file
+from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_files
 from ckptwatch.lake.store import Lake
 from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 from ckptwatch.sources.base import safe_text
+
+#: Files to ingest written as one batch at most (``write.write_files``: one journal entry and
+#: one round of fsyncs), and the rows they may hold together (memory: the batch's rows are
+#: held until it is written).
+BATCH_FILES = 64
+BATCH_ROWS = 200_000
 
 
 @dataclass
@@ -58,9 +64,11 @@ def ingest(raw_dir: Path, lake_root: Path, *,
            lock_wait_s: float = 600.0, limits: IngestSettings | None = None) -> IngestReport:
     """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``.
 
-    Files are committed one at a time. A write failure (disk full, permission denied) stops the
-    run with one ``LakeError`` naming the file; that file is rolled back and the files committed
-    before it stay, so a rerun finishes the job. ``limits``: the input limits (default: the
+    Each file is committed by its own manifest entry, written in batches of up to
+    ``BATCH_FILES`` files (``BATCH_ROWS`` rows; ``write.write_files``). A write failure (disk
+    full, permission denied) stops the run with one ``LakeError`` naming the file (and how many
+    were written with it); that batch is rolled back and the files committed before it stay, so
+    a rerun finishes the job. ``limits``: the input limits (default: the
     built-in ones and the ``CKPTWATCH_MAX_*`` variables). The lake, when it lies under
     ``raw_dir``, is not read (``IngestReport.notes`` says so).
     """
@@ -79,23 +87,62 @@ def _ingest(raw_dir: Path, lake_root: Path, progress: Callable[[int, int, str], 
         known = lake.manifest_keys()
         now = datetime.now(UTC)
         results: list[FileResult] = []
-        for i, raw in enumerate(files, start=1):
-            if progress:
-                progress(i, len(files), safe_text(raw.rel))
-            pf = parse_file(raw, known)
-            try:
-                result = write_file(lake, pf, now)
-            except LakeError as exc:
-                raise run_stopped(exc, raw, results) from exc
-            results.append(result)
-            if result.status == "ingested":
-                known.add(pf.key)  # a second copy of this content later in the run is skipped
+        ingest_files(lake, files, known, now, results, progress)
     return IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0,
                         notes=[safe_text(n) for n in notes])
 
 
-def run_stopped(exc: LakeError, raw: RawFile, done: list[FileResult]) -> LakeError:
-    """The error that stops a run: the write failure, which file, and what was kept."""
+def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: datetime,
+                 results: list[FileResult],
+                 progress: Callable[[int, int, str], None] | None = None) -> None:
+    """Parse and write ``files`` in order (the caller holds the lake lock), in batches of up to
+    ``BATCH_FILES`` files and ``BATCH_ROWS`` rows (``write.write_files``); a file that failed
+    to read is written on its own, at once. Appends each file's result to ``results`` (the
+    run's results so far: a failure's message counts the files committed before it) and each
+    ingested key to ``known`` (a second copy of that content later in the run is skipped).
+    Raises ``run_stopped``'s ``LakeError`` when a batch cannot be written (rolled back)."""
+    batch: list[ParsedFile] = []
+    batch_rows = 0
+
+    def flush() -> None:
+        try:
+            results.extend(write_files(lake, batch, now))
+        except LakeError as exc:
+            raise run_stopped(exc, [pf.raw for pf in batch if _to_ingest(pf)]
+                              or [pf.raw for pf in batch if pf.failure], results) from exc
+        batch.clear()
+
+    for i, raw in enumerate(files, start=1):
+        if progress:
+            progress(i, len(files), safe_text(raw.rel))
+        pf = parse_file(raw, known)
+        if pf.failure:  # written on its own, at once, as it always was
+            flush()
+        batch.append(pf)
+        if _to_ingest(pf):
+            known.add(pf.key)
+            batch_rows += sum(f.height for fs in pf.parsed.frames.values() for f in fs)
+        if pf.failure or batch_rows >= BATCH_ROWS or sum(map(_to_ingest, batch)) >= BATCH_FILES:
+            flush()
+            batch_rows = 0
+    flush()
+
+
+def _to_ingest(pf: ParsedFile) -> bool:
+    """True when ``write_files`` ingests ``pf`` (it is neither skipped, ignored nor failed)."""
+    return not (pf.error or pf.already or pf.failure or pf.raw.kind == "ignored")
+
+
+def run_stopped(exc: LakeError, raw: RawFile | list[RawFile],
+                done: list[FileResult]) -> LakeError:
+    """The error that stops a run: the write failure, which file (or batch of files), and what
+    was kept."""
+    raws = raw if isinstance(raw, list) else [raw]
     n = sum(r.status == "ingested" for r in done)
-    return LakeError(f"{exc} (while writing {safe_text(raw.rel)}, which was rolled back; "
+    what = safe_text(raws[0].rel) if raws else "the lake"
+    if len(raws) > 1:
+        what += f" and {len(raws) - 1} other file(s) written with it, which were rolled back"
+    else:
+        what += ", which was rolled back"
+    return LakeError(f"{exc} (while writing {what}; "
                      f"{n} file(s) committed earlier in this run are kept; rerun to finish)")

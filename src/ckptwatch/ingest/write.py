@@ -46,6 +46,56 @@ def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
     A failure while writing (disk full, permission denied) rolls this file's parts back before
     the error propagates, so the lake holds the file whole or not at all.
     """
+    return write_files(lake, [pf], ingested_ts)[0]
+
+
+@dataclass
+class _Planned:
+    """A file to ingest, planned: its parts (table, part path, rows), manifest entry, result."""
+
+    parts: list[tuple[str, str, pl.DataFrame]]
+    entry: ManifestEntry
+    result: FileResult
+
+
+def write_files(lake: Lake, pfs: list[ParsedFile], ingested_ts: datetime) -> list[FileResult]:
+    """``write_file`` of each of ``pfs``, in order, the files to ingest written as one batch
+    (``Lake.begin_batch``: one journal entry and one round of fsyncs, each file still
+    committed by its own manifest entry; see ``lake.store`` for why a crash loses and doubles
+    nothing). A file that failed to read is written on its own (quarantine only), first.
+
+    A failure while writing rolls back every file of the batch before the error propagates, so
+    the lake holds each file whole or not at all, and none of this batch.
+    """
+    results: list[FileResult | None] = []
+    planned: list[tuple[int, _Planned]] = []
+    for pf in pfs:
+        step = _plan(lake, pf, ingested_ts)
+        if isinstance(step, _Planned):
+            planned.append((len(results), step))
+            results.append(None)
+        else:
+            results.append(step)
+    if planned:
+        files = {p.entry.key: p.entry.parts for _, p in planned}
+        key = (next(iter(files)) if len(files) == 1 else hashlib.sha256(
+            "\0".join(files).encode()).hexdigest())
+        try:
+            lake.begin_batch(key, files)
+            lake.write_parts([(rel, TABLES[table], part) for _, p in planned
+                              for table, rel, part in p.parts])
+            lake.commit_batch(key, [p.entry for _, p in planned])
+        except BaseException:  # noqa: BLE001 - roll back on anything, Ctrl-C included, re-raise
+            lake.rollback_batch(key, files)
+            raise
+        for i, p in planned:
+            results[i] = p.result
+    return [r for r in results if r is not None]
+
+
+def _plan(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult | _Planned:
+    """What writing ``pf`` takes: its result at once (nothing to write, or a failed file,
+    written here on its own), or its parts and manifest entry (``_Planned``)."""
     raw = pf.raw
     rel_text = safe_text(raw.rel)  # file names need not be UTF-8; the lake stores UTF-8
     if pf.error:
@@ -71,21 +121,14 @@ def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
         for rel, part in lake.plan_parts(pf.key, QUARANTINE, q):
             planned.append((QUARANTINE.name, rel, part))
     parts = [rel for _, rel, _ in planned]
-    try:
-        lake.begin(pf.key, parts)
-        for table, rel, part in planned:
-            lake.write_part(rel, TABLES[table], part)
-        lake.commit(ManifestEntry(
-            key=pf.key, path=rel_text, size_bytes=pf.size_bytes,
-            ingested_ts=ingested_ts.isoformat(), rows=rows, quarantined=len(rejects),
-            parts=parts))
-    except BaseException:  # noqa: BLE001 - roll back on anything, Ctrl-C included, re-raise
-        lake.rollback(pf.key, parts)
-        raise
+    entry = ManifestEntry(
+        key=pf.key, path=rel_text, size_bytes=pf.size_bytes,
+        ingested_ts=ingested_ts.isoformat(), rows=rows, quarantined=len(rejects), parts=parts)
     notes = [safe_text(n) for n in pf.parsed.notes]
     if not rows and not rejects:
         notes.append(f"{rel_text}: no records in this file")
-    return FileResult(rel_text, "ingested", rows=rows, quarantined=len(rejects), notes=notes)
+    return _Planned(planned, entry, FileResult(rel_text, "ingested", rows=rows,
+                                               quarantined=len(rejects), notes=notes))
 
 
 def _quarantine_frame(rejects: list[Reject], table: str | None) -> pl.DataFrame:
