@@ -175,9 +175,10 @@ def test_stall_signals_look_at_the_unfinished_ranks_hosts_during_the_hang(lake: 
     roles = {h: (r["is_slow_host"], r["n_slow_ranks"], r["n_ranks"]) for h, r in hosts.items()}
     assert roles == {"n0": (True, 1, 2), "n1": (True, 1, 2), "t0": (False, 0, 2),
                      "t1": (True, 2, 2)}
-    # The window is the hang, to the timeout: six 10 s intervals of 500/s in (500, 560] and,
-    # by stall_signals' touching rule, the 1/s one ending at 500: (1 + 6 x 500) / 7 per second,
-    # against a 1/s baseline.
-    assert hosts["n1"]["level"] == pytest.approx((1 + 6 * 500.0) / 7)
+    # The window is the hang, to the timeout: six 10 s intervals of 500/s in (500, 560]. The
+    # 1/s one ending at 500 touches the window (stall_signals counts its sample) but spends no
+    # time inside it, so it weighs nothing: 500/s, against a 1/s baseline.
+    assert hosts["n1"]["n_samples"] == 7
+    assert hosts["n1"]["level"] == pytest.approx(500.0)
     assert hosts["n1"]["baseline_level"] == pytest.approx(1.0)
     assert hosts["n0"]["level"] == pytest.approx(1.0)
