@@ -18,7 +18,13 @@ times ``find_stalls`` at a 2GB DuckDB cap with the counter deltas computed and t
 materialised (``ckptwatch.lake.derived.refresh``, timed too), each in its own process with its
 peak RSS, beside one plain ``lag()`` pass, and checks that both give the same stalls and causes.
 
+``--startup`` times the cheap-connection targets instead, each the best of ``--repeat`` fresh
+processes, side by side: ``ckptwatch --help`` (<= 0.3 s), ``ckptwatch sql --lake LAKE "select
+1"`` on the sample lake (<= 0.5 s and <= 4x the bare ``python -c "import duckdb;
+duckdb.sql('select 1')"``), wall and CPU (user + system) time of each.
+
 Run:  .venv/bin/python bench/bench_marts.py [--counters] [--markers] [--attribution] [--regenerate]
+      .venv/bin/python bench/bench_marts.py --startup [--lake data/lake]
 """
 
 from __future__ import annotations
@@ -321,6 +327,42 @@ def attribution(lake: Lake) -> bool:
     return bool(before["digest"] == after["digest"])
 
 
+def _best_process(argv: list[str], repeat: int) -> tuple[float, float]:
+    """Best wall and best CPU (user + system) seconds of ``repeat`` runs of ``argv``."""
+    import os
+    import subprocess
+
+    wall, cpu = float("inf"), float("inf")
+    for _ in range(repeat):
+        before = os.times()
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        wall = min(wall, time.perf_counter() - t0)
+        after = os.times()
+        cpu = min(cpu, (after.children_user - before.children_user)
+                  + (after.children_system - before.children_system))
+    return wall, cpu
+
+
+def startup(lake_root: Path, repeat: int) -> bool:
+    """The start-up targets, side by side; True when every one holds."""
+    import sys
+
+    cli = str(Path(sys.executable).with_name("ckptwatch"))
+    bare = _best_process([sys.executable, "-c", "import duckdb; duckdb.sql('select 1')"], repeat)
+    helps = _best_process([cli, "--help"], repeat)
+    select = _best_process([cli, "sql", "--lake", str(lake_root), "select 1"], repeat)
+    print(f"start-up, best of {repeat} processes (wall / CPU s)")
+    for name, (wall, cpu) in (("python + import duckdb + select 1", bare),
+                              ("ckptwatch --help (target <= 0.3 s)", helps),
+                              (f"ckptwatch sql --lake {lake_root} 'select 1' (<= 0.5 s, <= 4x)",
+                               select)):
+        print(f"  {name:<58} {wall:6.2f} / {cpu:5.2f}")
+    ratio = select[0] / bare[0]
+    print(f"  sql / bare: {ratio:.2f}x wall, {select[1] / bare[1]:.2f}x CPU")
+    return helps[0] <= 0.3 and select[0] <= 0.5 and ratio <= 4.0
+
+
 def main() -> int:
     """Generate (once) and time; exit 1 when checkpoint_latency is over 1.2x its reference."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -334,6 +376,10 @@ def main() -> int:
                     help="also time attribution at a 2GB cap, deltas computed vs materialised "
                          "(implies --counters)")
     ap.add_argument("--regenerate", action="store_true", help="rewrite the generated lake")
+    ap.add_argument("--startup", action="store_true",
+                    help="time ckptwatch --help and ckptwatch sql 'select 1' instead")
+    ap.add_argument("--lake", type=Path, default=Path("data/lake"),
+                    help="the sample lake of --startup (default: data/lake, `make demo`)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -341,6 +387,8 @@ def main() -> int:
 
         print(json.dumps(child_stage(args.child, args.out / "lake")))
         return 0
+    if args.startup:
+        return 0 if startup(args.lake, max(args.repeat, 5)) else 1
     args.counters = args.counters or args.attribution
 
     lake = Lake(args.out / "lake")

@@ -4,45 +4,58 @@
 -- Checkpoints without a repeated rank (nearly all) skip the window sort: a bitmap of the ranks
 -- seen, per checkpoint and block of 1024 ranks, proves there is nothing to drop. The test is
 -- conservative (negative ranks share bits), so a false alarm only costs the exact path.
+-- Identifiers over the field limit are left out (see int_lake_skipped_rows). A checkpoint with
+-- such a node, tier or target takes the exact path too, so the rows of the others are read
+-- without those columns when a query needs none of them (checkpoint_latency): the limit is
+-- checked once, in the bitmap pass, not on every column of every row.
 create or replace view stg_checkpoint_writes as
 with
-source as not materialized (
+rows_of_short_jobs as not materialized (
     select * from checkpoint_writes
+    where not ids_over_limit(length(job_id))
+),
+
+source as not materialized (
+    select * from rows_of_short_jobs
     where not ids_over_limit(greatest(
-        length(job_id),
         length(node),
         length(tier),
         length(target)
-    ))  -- see int_lake_skipped_rows
+    ))
 ),
 
 rank_blocks as (
     select
         job_id,
         step,
-        count(*) > bit_count(bitstring_agg(abs(rank % 1024), 0, 1023)) as has_repeated_rank,
-    from source
+        count(*) > bit_count(bitstring_agg(abs(rank % 1024), 0, 1023))
+        or bool_or(ids_over_limit(greatest(
+            length(node),
+            length(tier),
+            length(target)
+        ))) as needs_exact_path,
+    from rows_of_short_jobs
     group by job_id, step, rank // 1024
 ),
 
-repeated_checkpoints as (
+exact_checkpoints as (
     select distinct
         job_id,
         step,
     from rank_blocks
-    where has_repeated_rank
+    where needs_exact_path
 ),
 
 unique_rows as (
-    select source.*
-    from source
-    anti join repeated_checkpoints using (job_id, step)
+    select rows_of_short_jobs.*
+    from rows_of_short_jobs
+    anti join exact_checkpoints using (job_id, step)
 ),
 
 deduplicated_rows as (
     select source.*
     from source
-    semi join repeated_checkpoints using (job_id, step)
+    semi join exact_checkpoints using (job_id, step)
     qualify row_number() over (
         partition by job_id, step, rank
         order by ingested_ts desc, source_file desc

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from ckptwatch.cli.main import build_parser, main
+from ckptwatch.cli.main import _command_modules, build_parser, main
 
 
 def test_ingest_summary_names_counts_and_where_to_look(bad_raw_dir: Path, tmp_path: Path,
@@ -71,3 +72,23 @@ def test_error_lines_escape_control_characters(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
     assert "no lake at /nonexistent\\x1b[2J\\x07" in err
+
+
+def test_a_command_of_its_own_module_registers_only_that_module() -> None:
+    """``ckptwatch sql …`` imports the sql module alone; the command it builds is the one the
+    full parser has (same description and options). Commands of another module's name
+    (``train-model``, ``explain``) and ``--help`` register every module."""
+    def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        sub = next(a for a in parser._actions if a.dest == "command")
+        return dict(sub.choices)  # type: ignore[arg-type]
+
+    full = commands(build_parser())
+    own = [name for name in full if name.replace("-", "_") in _command_modules()]
+    assert {"sql", "slow-hosts", "stalls", "ingest"} <= set(own)
+    for name in own:
+        lone = commands(build_parser([name, "--help"]))
+        assert name in lone and len(lone) < len(full), name
+        assert lone[name].description == full[name].description, name
+        assert [a.dest for a in lone[name]._actions] == [a.dest for a in full[name]._actions]
+    for argv in (["train-model"], ["explain"], ["--help"], [], ["nosuchcommand"]):
+        assert commands(build_parser(argv)).keys() == full.keys(), argv

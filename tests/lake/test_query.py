@@ -104,3 +104,66 @@ def test_provided_views_are_used_and_what_they_read_is_not_built(raw_dir: Path,
     assert "stalls" not in {f.stem for f in view_files(provided=["stalls"])}
     with pytest.raises(QueryError, match="no view named nope"):
         connect(lake, views=["stragglers"], provided={"nope": mine})
+
+
+def test_the_manifest_dir_is_the_stores() -> None:
+    """``connect`` checks for a lake without importing the store: the same directory name."""
+    from ckptwatch.lake import query, store
+
+    assert query.MANIFEST_DIR == store.MANIFEST_DIR
+
+
+def test_sql_select_1_imports_no_pyarrow_and_no_store(raw_dir: Path, tmp_path: Path) -> None:
+    """``ckptwatch sql "select 1"`` pays for duckdb and polars only (a fresh interpreter: this
+    one has imported everything already)."""
+    import subprocess
+    import sys
+
+    lake = tmp_path / "lake"
+    ingest(raw_dir, lake)
+    code = ("import sys; from ckptwatch.cli.main import main; "
+            f"rc = main(['sql', '--lake', {str(lake)!r}, 'select 1 as one']); "
+            "print(rc, sorted(m for m in ('pyarrow', 'numpy', 'ckptwatch.lake.store', "
+            "'ckptwatch.cli.plan', 'prefect') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[-1] == "0 []"
+    assert "| one |" in out
+
+
+def test_a_missing_table_is_added_when_a_view_reads_it(raw_dir: Path, tmp_path: Path) -> None:
+    """A lake from an older version (no checkpoint_starts): a view over it still reads it,
+    empty; a query that reads no table leaves the lake as it is."""
+    import shutil
+
+    lake = tmp_path / "lake"
+    ingest(raw_dir, lake)
+    shutil.rmtree(lake / "checkpoint_starts")
+    connect(lake, views=()).close()
+    assert not (lake / "checkpoint_starts").exists()
+    con = connect(lake, views=["stg_checkpoint_starts"])
+    try:
+        assert con.execute("select count(*) from stg_checkpoint_starts").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+
+def test_run_sql_gives_the_frame_duckdb_pl_gives() -> None:
+    """Results reach polars through the Arrow C stream: the same columns, types and values as
+    ``DuckDBPyRelation.pl()``, repeated column names renamed as it renames them."""
+    import duckdb
+
+    from ckptwatch.lake.query import run_sql
+
+    con = duckdb.connect()
+    for sql in (
+        "select 1 as i, 'a\x1b' as s, timestamptz '2026-03-02 10:00:00+00' as ts, [1.5, null] "
+        "as l, 2.50::decimal(10, 2) as d, {'k': 'v'} as st, null::double as n, true as b",
+        "select * from range(0)",
+        "select 1 as a, 2 as a",
+    ):
+        got, want = run_sql(con, sql), con.sql(sql).pl()
+        assert got.schema == want.schema, sql
+        assert got.equals(want), sql
+    with pytest.raises(QueryError, match="Conversion Error"):
+        run_sql(con, "select cast('x' || range as int) from range(3)")

@@ -3,6 +3,11 @@
 Each module in ``ckptwatch.cli`` (other than this one) defines ``register(subparsers)`` that adds
 its sub-command and sets ``func`` (``argparse.Namespace -> int`` exit code). Errors derived from
 ``CkptwatchError`` become one line on stderr and exit code 2.
+
+A command whose name is its module's (``sql`` -> ``ckptwatch.cli.sql``, ``slow-hosts`` ->
+``slow_hosts``) imports only that module: ``ckptwatch sql …`` does not pay for importing every
+other command. ``--help``, no command and the commands of another module's (``train-model``,
+``explain``) import them all.
 """
 
 from __future__ import annotations
@@ -18,20 +23,31 @@ from ckptwatch.errors import CkptwatchError
 from ckptwatch.safetext import escape_controls
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every registered command."""
+def _command_modules(argv: Sequence[str] | None = None) -> list[str]:
+    """The ``ckptwatch.cli`` modules to register: only the command's own module when the first
+    argument names one, else every command module (sorted by name)."""
+    import ckptwatch.cli as pkg
+
+    names = sorted(info.name for info in pkgutil.iter_modules(pkg.__path__)
+                   if info.name != "main" and not info.name.startswith("_"))
+    first = next(iter(argv or ()), "")
+    own = first.replace("-", "_")
+    if first and not first.startswith("-") and own in names:
+        return [own]
+    return names
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every registered command, or (``argv`` naming a command of its
+    own module) only that command, the one ``argv`` runs."""
     parser = argparse.ArgumentParser(
         prog="ckptwatch",
         description="Checkpoint tail-stall telemetry: ingest, SQL, stalls, alerts, planning.",
     )
     parser.add_argument("--version", action="version", version=f"ckptwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    import ckptwatch.cli as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name == "main" or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"ckptwatch.cli.{info.name}")
+    for name in _command_modules(argv):
+        module = importlib.import_module(f"ckptwatch.cli.{name}")
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
@@ -40,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code."""
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -4,6 +4,10 @@ The SQL files are the source of truth; each is ``create or replace view <file na
 ``int_signal_counters``, sets a variable of that name) and reads the lake through the ``lake``
 variable, so the same files run in the ``duckdb`` CLI after ``SET VARIABLE lake = 'data/lake';``
 (see ``sql/build.sql``). ``sql/session.sql`` holds the settings every connection runs first.
+
+A connection costs what its query needs: a query that names no view (``select 1``) builds
+none and imports neither polars nor pyarrow (``ckptwatch sql`` starts in about twice the time
+of ``import duckdb``); results reach polars through the Arrow C stream, without pyarrow.
 """
 
 from __future__ import annotations
@@ -15,20 +19,25 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from ckptwatch.errors import LakeError, QueryError
-from ckptwatch.lake.store import Lake
 from ckptwatch.settings import active_ingest, duckdb_memory_limit, sql_dir
+
+if TYPE_CHECKING:  # polars and the lake store (pyarrow) are imported where they are used
+    import polars as pl
 
 LAYERS = ("lake", "staging", "intermediate", "marts")
 #: Settings run on every connection before the views (``sql/session.sql``).
 SESSION_FILE = "session.sql"
 #: The view that reads the materialised counter deltas (``ckptwatch.lake.derived``) when fresh.
 DERIVED_READER = "int_signal_counter_deltas"
+#: ``ckptwatch.lake.store.MANIFEST_DIR``: what ``Lake.exists`` looks for. Repeated here so that
+#: a connection building no lake view does not import the store (polars, pyarrow: ~0.3 s);
+#: tests/lake/test_query.py pins the two equal.
+MANIFEST_DIR = "_manifest"
 
 
 @dataclass(frozen=True)
@@ -154,17 +163,14 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     """
     if days is not None and days[0] > days[1]:
         raise QueryError(f"days: {days[0]} is after {days[1]}")
-    lake = Lake(lake_root)
-    if not lake.exists():
-        raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
-                        f"{lake.root}` first)")
-    from ckptwatch.lake import derived  # it builds its days with connect
-
-    try:
-        lake.add_missing_tables()  # a lake from an older version: tables added since, empty
-    except (OSError, LakeError) as exc:
-        raise LakeError(f"lake {lake.root} lacks a table added in this version and cannot be "
-                        f"given one: {exc}") from None
+    root = Path(lake_root)
+    if not (root / MANIFEST_DIR).is_dir():
+        raise LakeError(f"no lake at {root} (run `ckptwatch ingest RAW_DIR --lake "
+                        f"{root}` first)")
+    given = dict(provided or {})
+    files = view_files(needed=views, provided=given) if build else []
+    if not build or any(f.parent.name == "lake" for f in files):
+        _add_missing_tables(root)  # the views (or the caller, unbuilt) read the tables
     con = duckdb.connect(database)
     session = sql_dir() / SESSION_FILE
     if session.is_file():  # only settings: a SQL directory without it still builds (slower)
@@ -181,7 +187,7 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         except duckdb.Error as exc:
             raise QueryError(f"DuckDB memory limit {limit!r} (--duckdb-memory or "
                              f"CKPTWATCH_DUCKDB_MEMORY={limit!r}): {exc} (use e.g. 3GB)") from exc
-    con.execute("SET VARIABLE lake = ?", [str(lake.root)]).fetchall()
+    con.execute("SET VARIABLE lake = ?", [str(root)]).fetchall()
     # The ingest's field limit: staging leaves out longer identifiers (int_lake_skipped_rows).
     con.execute("SET VARIABLE max_field_chars = ?",
                 [active_ingest().max_field_chars]).fetchall()
@@ -190,16 +196,16 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
         catalog = _catalog(sql_dir())
-        given = dict(provided or {})
         for name, frame in given.items():
             con.register(f"provided_{name}", frame.to_arrow())
             con.execute(f'create or replace view "{name}" as select * from '
                         f'"provided_{name}"').fetchall()
-        files = view_files(needed=views, provided=given)
         if any(f.stem == DERIVED_READER for f in files):
+            from ckptwatch.lake import derived  # it builds its days with connect
+
             # Counter deltas once: read them materialised when every day read is fresh.
             con.execute("SET VARIABLE counter_deltas_derived = ?",
-                        [derived.is_fresh(lake.root, days)]).fetchall()
+                        [derived.is_fresh(root, days)]).fetchall()
         for f in files:
             try:
                 con.execute(catalog.text[f.stem]).fetchall()
@@ -208,12 +214,34 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     return con
 
 
+def _add_missing_tables(root: Path) -> None:
+    """A lake from an older version: the tables added since, empty (``Lake.add_missing_tables``)."""
+    from ckptwatch.lake.store import Lake
+
+    try:
+        Lake(root).add_missing_tables()
+    except (OSError, LakeError) as exc:
+        raise LakeError(f"lake {root} lacks a table added in this version and cannot be "
+                        f"given one: {exc}") from None
+
+
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str,
             params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
-    """Run one query and return a polars frame; DuckDB errors become ``QueryError``."""
+    """Run one query and return a polars frame; DuckDB errors become ``QueryError``.
+
+    The rows reach polars through the Arrow C stream (``DuckDBPyRelation.pl()`` would import
+    pyarrow and numpy: 0.2 s of a ``ckptwatch sql`` run); the columns and types are the same.
+    A result with repeated column names still goes through ``.pl()``, which renames them.
+    """
+    import polars as pl
+
     try:
         rel = con.sql(sql, params=params)
-        return rel.pl() if rel is not None else pl.DataFrame()
+        if rel is None:
+            return pl.DataFrame()
+        if len(set(rel.columns)) < len(rel.columns):  # .pl() renames repeats (a, a_1)
+            return rel.pl()
+        return pl.DataFrame(rel)
     except duckdb.Error as exc:
         raise QueryError(str(exc).splitlines()[0]) from exc
 
