@@ -18,7 +18,9 @@ raw_starts as (
     select job_id, step, rank from checkpoint_starts
 ),
 
-writes as (
+-- Not materialised: DuckDB would otherwise scan and keep every write (4 M rows of a 512-node
+-- day) even on a lake with no start markers, where nothing below reads them.
+writes as not materialized (
     select job_id, step, rank from checkpoint_writes
 ),
 
