@@ -1,17 +1,64 @@
--- derived_counter_deltas: the counter deltas materialised by ckptwatch.lake.derived (every part
--- of LAKE/derived/counter_deltas, hive-partitioned by date; a zero-row schema part is always
--- there). Not a raw table: the rows of stg_counter_deltas, a day at a time, each series' prev
--- carried across days. Read through int_signal_counter_deltas, and only when ckptwatch has
--- checked that every day read is fresh (variable counter_deltas_derived). The days read:
--- lake_since / lake_until, as for the lake tables.
+-- derived_counter_deltas: the counter deltas materialised by ckptwatch.lake.derived. Not a raw
+-- table: the rows of stg_counter_deltas, a day at a time, each series' prev carried across
+-- days. Stored in two hive-partitioned parts per day (each with a zero-row schema part): the
+-- per-sample columns keyed by series_id in LAKE/derived/counter_deltas, and each series' key
+-- (source_table, host, device, port, pool, counter) once per day in LAKE/derived/counter_series;
+-- joined here on (date, series_id). Read through int_signal_counter_deltas, and only when
+-- ckptwatch has checked that every day read is fresh (variable counter_deltas_derived). The
+-- days read: lake_since / lake_until, as for the lake tables.
 create or replace view derived_counter_deltas as
-select *
-from read_parquet(
-    getvariable('lake') || '/derived/counter_deltas/*/*.parquet',
-    hive_partitioning = true,
-    hive_types = {'date': date},
-    union_by_name = true
+with
+deltas as (
+    select *
+    from read_parquet(
+        getvariable('lake') || '/derived/counter_deltas/*/*.parquet',
+        hive_partitioning = true,
+        hive_types = {'date': date},
+        union_by_name = true
+    )
+    where
+        date >= coalesce(getvariable('lake_since'), date '0001-01-01')
+        and date <= coalesce(getvariable('lake_until'), date '9999-12-31')
+),
+
+series as (
+    select *
+    from read_parquet(
+        getvariable('lake') || '/derived/counter_series/*/*.parquet',
+        hive_partitioning = true,
+        hive_types = {'date': date},
+        union_by_name = true
+    )
+    where
+        date >= coalesce(getvariable('lake_since'), date '0001-01-01')
+        and date <= coalesce(getvariable('lake_until'), date '9999-12-31')
+),
+
+final as (
+    select
+        series.source_table,
+        series.host,
+        series.device,
+        series.port,
+        series.pool,
+        series.counter,
+        deltas.series_id,
+        deltas.ts,
+        deltas.prev_ts,
+        deltas.interval_s,
+        deltas.value,
+        deltas.prev_value,
+        deltas.delta,
+        deltas.rate_per_s,
+        deltas.reset,
+        deltas.wrapped,
+        deltas.saturated,
+        deltas.invalid,
+        deltas.date,
+    from deltas
+    inner join series
+        on deltas.date = series.date
+        and deltas.series_id = series.series_id
 )
-where
-    date >= coalesce(getvariable('lake_since'), date '0001-01-01')
-    and date <= coalesce(getvariable('lake_until'), date '9999-12-31');
+
+select * from final;

@@ -194,3 +194,69 @@ def test_a_day_whose_raw_parts_are_gone_is_not_read(three_days: Path) -> None:
     computed, read = computed_and_derived(three_days, None)
     assert_same_rows(computed, read)
     assert DAYS[2] not in {ts.date() for ts in read["ts"].to_list()}
+
+
+def test_parts_batch_by_host_range_and_never_split_a_series(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    Lake(root).init()
+    d = DAYS[0]
+    for name, nodes in (("a", ["n0"]), ("b", ["n1"]), ("c", ["n2", "n4"]), ("d", ["n3"]),
+                        ("e", ["n5"])):
+        write_part(root, "fabric_counters", d, [sample(d, 1, 1.0, node=n) for n in nodes], name)
+    parts = sorted((root / "fabric_counters" / f"date={d}").glob("*.parquet"))
+    by_name = {p.stem.removeprefix("part-"): p for p in parts}
+
+    def names(batches: list[list[Path]]) -> list[list[str]]:
+        return [sorted(p.stem.removeprefix("part-") for p in b) for b in batches]
+
+    # n2..n4 spans n3: c and d are one group; each group its own batch at one row a batch
+    assert names(derived._batches(parts, "node", 1)) == [["a"], ["b"], ["c", "d"], ["e"]]
+    # groups packed in host order up to the budget (a group is never split)
+    assert names(derived._batches(parts, "node", 3)) == [["a", "b"], ["c", "d"], ["e"]]
+    assert names(derived._batches(parts, "node", 100)) == [["a", "b", "c", "d", "e"]]
+    # a part the footer cannot bound (no such column) shares one batch with every other part
+    assert names(derived._batches(parts, "target", 1)) == [sorted(by_name)]
+
+
+def test_a_day_in_many_batches_gives_the_rows_of_one_pass(
+        three_days: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every part its own batch (one sample a batch): SMART and pool series, a re-sent sample
+    in another part of the same node, a part of two nodes; the same rows as one pass."""
+    monkeypatch.setattr(derived, "BATCH_ROWS", 1)
+    d1, d2, _ = DAYS
+    write_part(three_days, "fabric_counters", d1, [
+        sample(d1, 30, 1.0, node="n1"), sample(d1, 40, 5.0, node="n1"),
+        sample(d1, 30, 2.0, node="n2"), sample(d1, 50, 1.0, node="n2")], "n1n2")
+    write_part(three_days, "fabric_counters", d1, [sample(d1, 40, 9.0, node="n1")], "n1again",
+               ingested=datetime(2026, 12, 3, tzinfo=UTC))
+    write_part(three_days, "fabric_counters", d2, [sample(d2, 1, 3.0, node="n2")], "n2d2")
+
+    def smart(day: date, minute: int, value: float, node: str) -> dict[str, Any]:
+        ts = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(minutes=minute)
+        return {"ts": ts, "node": node, "device": "nvme0", "source": "smartctl",
+                "metric": "host_written_bytes", "value": value}
+
+    def pool(day: date, minute: int, value: float, target: str) -> dict[str, Any]:
+        ts = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(minutes=minute)
+        return {"ts": ts, "pool": "p0", "target": target, "metric": "write_bytes",
+                "value": value}
+
+    write_part(three_days, "nvme_smart", d1, [smart(d1, 0, 10.0, "n0"), smart(d1, 5, 4.0, "n0")],
+               "s0")
+    write_part(three_days, "nvme_smart", d2, [smart(d2, 0, 8.0, "n0")], "s1")
+    write_part(three_days, "pool_metrics", d1, [pool(d1, 0, 1.0, "t0"), pool(d1, 9, 6.0, "t1")],
+               "p0")
+    write_part(three_days, "pool_metrics", d2, [pool(d2, 0, 9.0, "t0")], "p1")
+    derived.refresh(three_days)
+    day_dir = derived.derived_dir(Lake(three_days)) / derived.DELTAS / f"date={d1}"
+    # fabric: a (n0), n1n2 with n1again (their hosts overlap); SMART s0; pool p0
+    assert len(list(day_dir.glob("*.parquet"))) == 4
+    for days in (None, (d2, DAYS[2])):
+        computed, read = computed_and_derived(three_days, days)
+        assert_same_rows(computed, read)
+    computed, read = computed_and_derived(three_days, None)
+    n1 = read.filter(pl.col("host") == "n1")
+    assert n1["value"].to_list() == [1.0, 9.0]  # the later ingest wins across parts
+    assert read.filter(pl.col("host") == "n0", pl.col("source_table") == "nvme_smart")[
+        "delta"].to_list() == [None, 4.0, 4.0]  # 10 -> 4: a reset; 4 -> 8 across days
+    assert read.filter(pl.col("host") == "t0")["delta"].to_list() == [None, 8.0]

@@ -2,11 +2,13 @@
 
 Layout (never read as input: no ingest, no lake view of a raw table reads ``derived/``)::
 
-    LAKE/derived/counter_deltas/date=YYYY-MM-DD/part-deltas.parquet  the day's rows
-    LAKE/derived/counter_deltas/date=1970-01-01/part-schema.parquet  zero rows: fixes the schema
-    LAKE/derived/counter_state/date=YYYY-MM-DD/part-state.parquet    each series' last valid
-                                                                     sample at the day's end
-    LAKE/derived/counter_deltas.json                                 {day: fingerprint}
+    LAKE/derived/counter_deltas/date=YYYY-MM-DD/part-NNNN.parquet  the day's rows by series_id,
+                                                                   one part per batch
+    LAKE/derived/counter_series/date=YYYY-MM-DD/part-NNNN.parquet  each series' key, per batch
+    LAKE/derived/counter_state/date=YYYY-MM-DD/part-state.parquet  each series' last valid
+                                                                   sample at the day's end
+    LAKE/derived/<each of the three>/date=1970-01-01/part-schema.parquet   zero rows: the schema
+    LAKE/derived/counter_deltas.json                               {day: fingerprint}
 
 A day's rows are those of ``stg_counter_deltas`` over every day of the lake whose ``ts`` falls
 on that day: :func:`refresh` computes them with ``counter_deltas_over`` (the macro of
@@ -17,9 +19,16 @@ size, mtime) of the three counter tables and the previous day's fingerprint: a p
 into a day makes it and every later day stale. A connection reads the materialised rows only
 when every day it reads is fresh (:func:`is_fresh`), else it computes the deltas as before;
 ``int_signal_counter_deltas`` then treats a sample whose ``prev`` is before the first day read
-as a series' first, exactly as a pass over those days would. Each part is written to a temp
-file, fsynced and renamed, and the manifest is rewritten after each day: a crash leaves every
-finished day valid and the rest stale (recomputed by the next refresh).
+as a series' first, exactly as a pass over those days would. A day's parts are written to
+temp directories, fsynced and renamed into place, and the manifest is rewritten after each day:
+a crash leaves every finished day valid and the rest stale (recomputed by the next refresh).
+
+The cost is about one ``lag()`` pass (``bench/derived.py`` measures both side by side): a day is
+computed in batches of parts (:func:`_batches`) that cannot share a series, since a series' key
+holds its host and the Parquet footers give each part's host range; each batch's dedup and
+window stay in memory at the nightly cap, where one pass over a 512-node day's 35 M samples
+spilled ~5 GB. The six key strings are written once per series and day, not once per sample:
+encoding them cost more than every other column together.
 """
 
 from __future__ import annotations
@@ -46,9 +55,14 @@ from ckptwatch.lake.store import (
 
 DERIVED_DIR = "derived"
 DELTAS = "counter_deltas"
+SERIES = "counter_series"
 STATE = "counter_state"
 MANIFEST = "counter_deltas.json"
 LOCK = ".derived.lock"
+#: Siblings of ``derived/counter_deltas`` (outside the glob its view reads): a day being
+#: written, and a day being replaced.
+_TMP = ".tmp"
+_OLD = ".old"
 #: The raw tables whose samples ``stg_counter_deltas`` reads.
 COUNTER_TABLES = ("fabric_counters", "nvme_smart", "pool_metrics")
 #: The SQL files whose text decides the rows (a change makes every day stale).
@@ -67,6 +81,17 @@ SCHEMA = pa.schema([
     ("saturated", pa.bool_()), ("invalid", pa.bool_()),
 ])
 _KEY = "source_table, host, device, port, pool, counter"
+_KEY_COLUMNS = ("source_table", "host", "device", "port", "pool", "counter")
+#: The columns stored per sample (``counter_deltas``) and once per series and day
+#: (``counter_series``): a day's 35 M rows are written without their six key strings, which
+#: cost more to encode than every other column together; ``derived_counter_deltas`` joins them.
+SERIES_SCHEMA = pa.schema([SCHEMA.field(c) for c in ("series_id", *_KEY_COLUMNS)])
+DELTAS_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in _KEY_COLUMNS])
+#: Each series' last valid sample at a day's end (``counter_state``).
+STATE_SCHEMA = pa.schema([*(SCHEMA.field(c) for c in _KEY_COLUMNS), SCHEMA.field("ts"),
+                          SCHEMA.field("value")])
+#: The layout's version: part of every day's fingerprint (a day stored by another is stale).
+LAYOUT = "2: deltas by series_id, counter_series"
 
 #: One day's rows: the day's samples with the previous day's state as carry rows.
 _DAY_SQL = f"""
@@ -78,16 +103,40 @@ _DAY_SQL = f"""
     )
     select * from counter_deltas_over('samples')
 """
+_BATCH_DELTAS_SQL = """
+    select
+        series_id, ts, prev_ts, interval_s, value, prev_value, delta, rate_per_s,
+        reset, wrapped, saturated, invalid,
+    from derived_batch
+"""
+#: A batch's series (``counter_series``): one row per series_id.
+_BATCH_SERIES_SQL = f"""
+    select distinct series_id, {_KEY}
+    from derived_batch
+"""
+#: Each series' last valid sample in a batch (gathered over the day's batches).
+_BATCH_LAST_SQL = f"""
+    insert into day_last
+    select {_KEY}, max(ts) as ts, arg_max(value, ts) as value
+    from derived_batch
+    where value >= 0
+    group by all
+"""
 #: Each series' last valid sample at the end of the day (the next day's carry rows).
 _STATE_SQL = f"""
     select {_KEY}, max(ts) as ts, arg_max(value, ts) as value
     from (
-        select {_KEY}, ts, value from read_parquet($deltas) where value >= 0
+        select {_KEY}, ts, value from day_last
         union all
         select {_KEY}, ts, value from counter_carry
     )
     group by all
 """
+_CARRY = f"""
+    create temp table counter_carry as
+    select {_KEY}, ts, value from read_parquet($p, hive_partitioning = false)
+"""
+_DAY_LAST = f"create temp table day_last as select {_KEY}, ts, value from counter_carry where false"
 _EMPTY_CARRY = f"""
     create temp table counter_carry as
     select {_KEY}, ts, value from read_parquet($schema_part) where false
@@ -100,11 +149,14 @@ def derived_dir(lake: Lake) -> Path:
 
 
 def add_stub(lake: Lake) -> None:
-    """The zero-row schema part of ``derived/counter_deltas`` (what its lake view reads when no
-    day has been materialised; idempotent)."""
-    stub = derived_dir(lake) / DELTAS / SCHEMA_PARTITION / SCHEMA_PART
-    if not stub.exists():
-        atomic_write_table(stub, SCHEMA.empty_table())
+    """The zero-row schema parts of ``derived/counter_deltas``, ``counter_series`` and
+    ``counter_state`` (what ``derived_counter_deltas`` and a first day's carry read when no day
+    has been materialised; idempotent)."""
+    for table, schema in ((DELTAS, DELTAS_SCHEMA), (SERIES, SERIES_SCHEMA),
+                          (STATE, STATE_SCHEMA)):
+        stub = derived_dir(lake) / table / SCHEMA_PARTITION / SCHEMA_PART
+        if not stub.exists():
+            atomic_write_table(stub, schema.empty_table())
 
 
 def _day_part(lake: Lake, table: str, day: date, name: str) -> Path:
@@ -136,7 +188,8 @@ def _rules() -> str:
 
     root = sql_dir()
     texts = [(root / f).read_text() if (root / f).is_file() else "" for f in RULE_FILES]
-    return "\n".join([*texts, f"max_field_chars={active_ingest().max_field_chars}"])
+    return "\n".join([*texts, f"max_field_chars={active_ingest().max_field_chars}",
+                      f"layout={LAYOUT}"])
 
 
 def _manifest(lake: Lake) -> dict[str, str]:
@@ -162,7 +215,8 @@ def _derived_days(lake: Lake) -> set[date]:
 
 def _fresh_days(lake: Lake, manifest: dict[str, str], prints: dict[date, str]) -> set[date]:
     return {d for d, fp in prints.items() if manifest.get(d.isoformat()) == fp
-            and _day_part(lake, DELTAS, d, "deltas").is_file()
+            and all(any((derived_dir(lake) / t / f"date={d.isoformat()}").glob("*.parquet"))
+                    for t in (DELTAS, SERIES))
             and _day_part(lake, STATE, d, "state").is_file()}
 
 
@@ -213,12 +267,15 @@ def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
                         f"{lake.root}` first)")
     with lake.lock(lock_wait_s, name=LOCK, what="another counter-delta refresh"):
         add_stub(lake)
+        for table in (DELTAS, SERIES):  # what a crashed refresh left
+            for leftover in (f"{table}{_TMP}", f"{table}{_OLD}"):
+                shutil.rmtree(derived_dir(lake) / leftover, ignore_errors=True)
         days = _raw_days(lake)
         prints = _fingerprints(lake, days, _rules())
         manifest = {k: v for k, v in _manifest(lake).items()
                     if k in {d.isoformat() for d in days}}
         for orphan in _derived_days(lake) - set(days):  # raw parts gone: rows gone too
-            for table in (DELTAS, STATE):
+            for table in (DELTAS, SERIES, STATE):
                 shutil.rmtree(derived_dir(lake) / table / f"date={orphan.isoformat()}",
                               ignore_errors=True)
         fresh = _fresh_days(lake, manifest, prints)
@@ -238,37 +295,183 @@ def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
         return Refresh(tuple(built), tuple(kept))
 
 
+def _parts(lake: Lake, table: str, day: date) -> list[Path]:
+    return sorted((lake.table_dir(table) / f"date={day.isoformat()}").glob("*.parquet"))
+
+
+def _host_range(path: Path, column: str) -> tuple[int, tuple[str, str] | None]:
+    """A part's rows and the range of its ``column`` from the Parquet footer (no data read);
+    ``None`` when the footer cannot bound it (no statistics, nulls): the part then shares a
+    batch with every other part of its table."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (OSError, pa.ArrowException) as exc:
+        raise LakeError(f"counter deltas: cannot read the footer of {path}: {exc} (remove the "
+                        "part or ingest its source file again)") from exc
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if column not in names:
+        return meta.num_rows, None
+    index = names.index(column)
+    lo: str | None = None
+    hi: str | None = None
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(index).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return meta.num_rows, None
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    return meta.num_rows, (str(lo), str(hi)) if lo is not None and hi is not None else None
+
+
+def _batches(parts: list[Path], column: str, max_rows: int) -> list[list[Path]]:
+    """``parts`` in batches no two of which can hold a sample of the same series: a series'
+    key includes ``column`` (the host), so parts whose host ranges overlap share a batch.
+    Groups of overlapping parts are packed, in host order, up to ``max_rows`` (a group larger
+    than that stays whole). One node per part (as the ingest writes a file per node) gives
+    batches of about ``max_rows``; a part that spans every host gives one batch."""
+    ranged: list[tuple[str, str, int, Path]] = []
+    unbounded: list[tuple[int, Path]] = []
+    for part in parts:
+        rows, span = _host_range(part, column)
+        if span is None:
+            unbounded.append((rows, part))
+        else:
+            ranged.append((span[0], span[1], rows, part))
+    if unbounded:
+        return [parts]
+    ranged.sort()
+    groups: list[tuple[int, list[Path]]] = []
+    reach = ""
+    for lo, hi, rows, part in ranged:
+        if groups and lo <= reach:
+            n, members = groups[-1]
+            groups[-1] = (n + rows, [*members, part])
+            reach = max(reach, hi)
+        else:
+            groups.append((rows, [part]))
+            reach = hi
+    batches: list[list[Path]] = []
+    filled = 0
+    for rows, members in groups:
+        if batches and filled + rows <= max_rows:
+            batches[-1] += members
+            filled += rows
+        else:
+            batches.append(list(members))
+            filled = rows
+    return batches
+
+
+#: The column of each counter table that a series' key holds (parts are batched by its range).
+HOST_COLUMNS = {"fabric_counters": "node", "nvme_smart": "node", "pool_metrics": "target"}
+#: Samples per batch (a day's parts are computed a batch at a time): the window and the dedup
+#: of 2 M samples stay in memory at a 2GB DuckDB cap, where one pass over 35 M spills ~5 GB.
+BATCH_ROWS = 2_000_000
+#: The lake view of a counter table over the parts of one batch (``derived_parts``, each
+#: table's zero-row schema part included, so a batch without parts of a table reads it empty).
+_BATCH_VIEW = """
+    create or replace view {table} as
+    select *
+    from read_parquet(
+        getvariable('derived_parts_{table}'),
+        hive_partitioning = true,
+        hive_types = {{'date': date}},
+        union_by_name = true
+    )
+"""
+
+
+def _day_batches(lake: Lake, day: date) -> list[dict[str, list[str]]]:
+    """The day's parts in batches: for each batch, each counter table's files (its schema
+    part and the batch's parts; a batch holds the parts of one table)."""
+    stubs = {t: str(lake.table_dir(t) / SCHEMA_PARTITION / SCHEMA_PART) for t in COUNTER_TABLES}
+    out: list[dict[str, list[str]]] = []
+    for table in COUNTER_TABLES:
+        for batch in _batches(_parts(lake, table, day), HOST_COLUMNS[table], BATCH_ROWS):
+            out.append({t: [stubs[t], *(map(str, batch) if t == table else ())]
+                        for t in COUNTER_TABLES})
+    return out
+
+
 def _build_day(lake: Lake, day: date, previous: date | None,
                memory_limit: str | None) -> None:
+    """One day's rows, a batch of parts at a time (:func:`_day_batches`: each batch is one
+    DuckDB pass of ``counter_deltas_over`` with the previous day's state as carry rows, small
+    enough to stay in memory), its deltas and series written to temp directories and renamed
+    into place; then the day's state (the manifest, rewritten by the caller, comes last)."""
     import duckdb  # here: Lake.add_missing_tables imports this module, and ingest needs no DuckDB
 
     from ckptwatch.lake.query import connect
 
     con = connect(lake.root, days=(day, day), memory_limit=memory_limit,
                   views=("stg_counter_deltas",))
+    part = f"date={day.isoformat()}"
+    finals = {t: derived_dir(lake) / t / part for t in (DELTAS, SERIES)}
+    tmps = {t: derived_dir(lake) / f"{t}{_TMP}" / part for t in (DELTAS, SERIES)}
+    state = _day_part(lake, STATE, day, "state")
+    tmp_state = state.with_name(f".{state.name}.tmp")
     try:
-        deltas = _day_part(lake, DELTAS, day, "deltas")
-        state = _day_part(lake, STATE, day, "state")
-        deltas.parent.mkdir(parents=True, exist_ok=True)
+        for tmp in tmps.values():
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
         state.parent.mkdir(parents=True, exist_ok=True)
         if previous is None:
             con.execute(_EMPTY_CARRY, {"schema_part": str(
-                derived_dir(lake) / DELTAS / SCHEMA_PARTITION / SCHEMA_PART)})
+                derived_dir(lake) / STATE / SCHEMA_PARTITION / SCHEMA_PART)})
         else:
-            con.execute("create temp table counter_carry as select * from read_parquet($p)",
-                        {"p": str(_day_part(lake, STATE, previous, "state"))})
-        tmp_deltas = deltas.with_name(f".{deltas.name}.tmp")
-        tmp_state = state.with_name(f".{state.name}.tmp")
+            con.execute(_CARRY, {"p": str(_day_part(lake, STATE, previous, "state"))})
+        con.execute(_DAY_LAST)
+        written: list[Path] = []
         try:
-            con.sql(_DAY_SQL).write_parquet(str(tmp_deltas), compression="zstd")
-            con.sql(_STATE_SQL, params={"deltas": str(tmp_deltas)}).write_parquet(
-                str(tmp_state), compression="zstd")
+            for i, batch in enumerate(_day_batches(lake, day)):
+                for table, files in batch.items():
+                    con.execute(f"SET VARIABLE derived_parts_{table} = ?", [files])
+                    con.execute(_BATCH_VIEW.format(table=table))
+                con.execute(f"create or replace temp table derived_batch as {_DAY_SQL}")
+                for table, sql in ((DELTAS, _BATCH_DELTAS_SQL), (SERIES, _BATCH_SERIES_SQL)):
+                    out = tmps[table] / f"part-{i:04d}.parquet"
+                    con.sql(sql).write_parquet(str(out), compression="zstd")
+                    written.append(out)
+                con.execute(_BATCH_LAST_SQL)
+            con.execute("drop table if exists derived_batch")
+            con.sql(_STATE_SQL).write_parquet(str(tmp_state), compression="zstd")
+            for f in written:
+                _fsync(f)
             _fsync_replace(tmp_state, state)
-            _fsync_replace(tmp_deltas, deltas)
+            for table in (DELTAS, SERIES):
+                _replace_dir(tmps[table], finals[table])
         except duckdb.Error as exc:
-            raise LakeError(f"counter deltas of {day} ({deltas}): {exc}") from exc
+            raise LakeError(f"counter deltas of {day} ({finals[DELTAS]}): {exc}") from exc
         finally:
-            for tmp in (tmp_deltas, tmp_state):
-                tmp.unlink(missing_ok=True)
+            tmp_state.unlink(missing_ok=True)
+            for tmp in tmps.values():
+                shutil.rmtree(tmp, ignore_errors=True)
+                with contextlib.suppress(OSError):  # not empty: another day's, left by a crash
+                    tmp.parent.rmdir()
     finally:
         con.close()
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def _replace_dir(new: Path, path: Path) -> None:
+    """Rename directory ``new`` to ``path``, replacing it (a crash in between leaves the day
+    without rows: stale, rebuilt by the next refresh; the old rows go to a sibling first)."""
+    old = path.parent.parent / f"{path.parent.name}{_OLD}" / path.name
+    shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        old.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, old)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(new, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    shutil.rmtree(old, ignore_errors=True)
