@@ -72,9 +72,11 @@ def pull_from_prometheus(lake_root: Path, settings: Settings, lock_wait_s: float
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="build views", cache_policy=NO_CACHE)
-def build_views(lake_root: Path, memory_limit: str) -> int:
-    """Build every SQL view over the lake (reads the lake: retried)."""
-    con = connect(lake_root, memory_limit=memory_limit)
+def build_views(lake_root: Path, days: tuple[date, date], memory_limit: str) -> int:
+    """Build every SQL view over the days the later steps read (reads the lake: retried): a
+    view that no longer binds fails here, by name, before any step depends on it. Only those
+    days' files are opened, so the check does not grow with the days the lake keeps."""
+    con = connect(lake_root, days=days, memory_limit=memory_limit)
     con.close()
     return len(view_files())
 
@@ -178,10 +180,10 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     limit = duckdb_memory_setting(duckdb_memory, NIGHTLY_DUCKDB_MEMORY)
     with _timed(steps, "deltas"):
         n_delta_days = materialise_counter_deltas(lake_root, limit, lock_wait_s)
-    with _timed(steps, "views"):
-        n_views = build_views(lake_root, limit)
     days = nightly_days(lake_root, report_date, lookback_days)
     logger.info("nightly: reading %s to %s", days[0], days[1])
+    with _timed(steps, "views"):
+        n_views = build_views(lake_root, days, limit)
     lake_warnings = check_lake(lake_root, days, limit)
     for warning in lake_warnings:
         logger.info("nightly: warning: %s", warning)
