@@ -167,3 +167,40 @@ def test_run_sql_gives_the_frame_duckdb_pl_gives() -> None:
         assert got.equals(want), sql
     with pytest.raises(QueryError, match="Conversion Error"):
         run_sql(con, "select cast('x' || range as int) from range(3)")
+
+
+def test_extra_rows_join_the_lake_tables_before_any_view_reads_them(raw_dir: Path,
+                                                                    tmp_path: Path) -> None:
+    # The live watcher's raw telemetry not yet ingested: a counter the lake has never seen on a
+    # node it has never seen. The views (and the variables computed from the data, such as the
+    # signal counters' names) see it as if it had been ingested; the stored deltas do not hold
+    # it, so the deltas are computed.
+    lake = tmp_path / "lake"
+    ingest(raw_dir, lake)
+    base = 1_800_000_000
+    extra = pl.DataFrame({
+        "ts": [base + 10 * i for i in range(4)], "node": ["extra-node"] * 4,
+        "device": ["mlx5_0"] * 4, "port": ["1"] * 4, "counter": ["tx_prio5_pause"] * 4,
+        "value": [0.0, 100.0, 300.0, 600.0], "source": ["ethtool"] * 4,
+        "source_file": ["fabric/extra-node.jsonl"] * 4,
+    }).with_columns(pl.from_epoch("ts").dt.replace_time_zone("UTC"),
+                    pl.lit(base).cast(pl.Int64).pipe(pl.from_epoch).dt.replace_time_zone("UTC")
+                    .alias("ingested_ts"))
+    con = connect(lake, views=["int_signal_samples"], extra_rows={"fabric_counters": extra})
+    try:
+        got = con.execute("select signal, delta from int_signal_samples "
+                          "where host = 'extra-node' order by ts").fetchall()
+        assert got == [("tx_prio5_pause", None), ("tx_prio5_pause", 100.0),
+                       ("tx_prio5_pause", 200.0), ("tx_prio5_pause", 300.0)]
+        [(n_lake,)] = con.execute("select count(*) from lake_fabric_counters").fetchall()
+        [(n_all,)] = con.execute("select count(*) from fabric_counters").fetchall()
+        assert n_all == n_lake + 4
+        assert con.execute("select getvariable('counter_deltas_derived')").fetchone() == (False,)
+    finally:
+        con.close()
+    plain = connect(lake, views=["int_signal_samples"])
+    try:
+        assert plain.execute("select count(*) from int_signal_samples "
+                             "where host = 'extra-node'").fetchone() == (0,)
+    finally:
+        plain.close()

@@ -149,7 +149,8 @@ def _strip_comments(sql: str) -> str:
 def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
             days: tuple[date, date] | None = None, memory_limit: str | None = None,
             views: Iterable[str] | None = None,
-            provided: Mapping[str, pl.DataFrame] | None = None) -> duckdb.DuckDBPyConnection:
+            provided: Mapping[str, pl.DataFrame] | None = None,
+            extra_rows: Mapping[str, pl.DataFrame] | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every view of ``sql/`` built over the lake.
 
     ``days`` (first, last; inclusive): the time-series tables (checkpoints, SMART, fabric, pool)
@@ -160,6 +161,9 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     not pay for binding all of them: ~5 s over a 512-node day); ``None``: every view.
     ``provided``: views given as frames instead of built from ``sql/`` (what they read is not
     built for them): the live watcher's open checkpoint as ``stalls`` and ``stall_ranks``.
+    ``extra_rows``: rows added to lake tables (``union all by name``) before any view or
+    variable reads them: the live watcher's raw telemetry not yet ingested. The stored counter
+    deltas do not hold them, so such a connection computes the deltas.
     """
     if days is not None and days[0] > days[1]:
         raise QueryError(f"days: {days[0]} is after {days[1]}")
@@ -168,6 +172,7 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         raise LakeError(f"no lake at {root} (run `ckptwatch ingest RAW_DIR --lake "
                         f"{root}` first)")
     given = dict(provided or {})
+    extra = {t: rows for t, rows in (extra_rows or {}).items() if rows.height}
     files = view_files(needed=views, provided=given) if build else []
     if not build or any(f.parent.name == "lake" for f in files):
         _add_missing_tables(root)  # the views (or the caller, unbuilt) read the tables
@@ -205,13 +210,23 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
 
             # Counter deltas once: read them materialised when every day read is fresh.
             con.execute("SET VARIABLE counter_deltas_derived = ?",
-                        [derived.is_fresh(root, days)]).fetchall()
+                        [not extra and derived.is_fresh(root, days)]).fetchall()
         for f in files:
             try:
                 con.execute(catalog.text[f.stem]).fetchall()
+                if f.parent.name == "lake" and f.stem in extra:
+                    _add_rows(con, f.stem, extra[f.stem])
             except duckdb.Error as exc:
                 raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
     return con
+
+
+def _add_rows(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame) -> None:
+    """The lake table's view ``table`` shows ``rows`` too (its own view renamed ``lake_*``)."""
+    con.register(f"extra_{table}", rows.to_arrow())
+    con.execute(f'alter view "{table}" rename to "lake_{table}"').fetchall()
+    con.execute(f'create view "{table}" as select * from "lake_{table}" '
+                f'union all by name select * from "extra_{table}"').fetchall()
 
 
 def _add_missing_tables(root: Path) -> None:

@@ -30,12 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import polars as pl
-
-if TYPE_CHECKING:
-    import duckdb
 
 log = logging.getLogger(__name__)
 
@@ -214,12 +210,11 @@ def raw_telemetry_files(raw_dir: Path, req: EvidenceRequest, since_s: float,
     return out, notes
 
 
-def _overlay_raw(con: duckdb.DuckDBPyConnection, raw_dir: Path, files: list[Path],
-                 now: datetime) -> int:
-    """Add the raw files' telemetry rows to the lake tables' views; returns rows added."""
+def _raw_rows(raw_dir: Path, files: list[Path], now: datetime) -> dict[str, pl.DataFrame]:
+    """The raw files' telemetry rows per lake table, with the provenance columns an ingest
+    would give them (``connect(extra_rows=...)`` adds them to the lake's tables)."""
     from ckptwatch.ingest.discover import classify
     from ckptwatch.ingest.read import parse_file
-    from ckptwatch.settings import sql_dir
 
     frames: dict[str, list[pl.DataFrame]] = {}
     for path in files:
@@ -233,31 +228,8 @@ def _overlay_raw(con: duckdb.DuckDBPyConnection, raw_dir: Path, files: list[Path
                     p.with_columns(pl.lit(rel).alias("source_file"),
                                    pl.lit(now).cast(pl.Datetime("us", "UTC"))
                                    .alias("ingested_ts")) for p in parts if p.height)
-    added = 0
-    for table, parts in frames.items():
-        if not parts:
-            continue
-        rows = pl.concat(parts, how="diagonal_relaxed")
-        added += rows.height
-        name = f"live_raw_{table}"
-        con.register(name, rows.to_arrow())
-        lake_sql = (sql_dir() / "lake" / f"{table}.sql").read_text()
-        body = re.sub(r"--[^\n]*", "", lake_sql.split(f"create or replace view {table} as",
-                                                     1)[1]).strip().rstrip(";")
-        con.execute(f"create or replace view {table} as select * from ({body}\n) "
-                    f"union all by name select * from {name}")
-    return added
-
-
-def _rebuild_variables(con: duckdb.DuckDBPyConnection) -> None:
-    """Recompute the variables the views were built with from the data (the signal
-    counters' names): the lake tables now show more rows."""
-    from ckptwatch.settings import sql_dir
-
-    for path in sorted(sql_dir().glob("*/*.sql")):
-        text = re.sub(r"--[^\n]*", "", path.read_text()).strip().lower()
-        if text.startswith("set variable"):
-            con.execute(path.read_text())
+    return {table: pl.concat(parts, how="diagonal_relaxed")
+            for table, parts in frames.items() if parts}
 
 
 def live_evidence(lake_root: str, raw_dir: str | None, req: EvidenceRequest, *,
@@ -270,20 +242,19 @@ def live_evidence(lake_root: str, raw_dir: str | None, req: EvidenceRequest, *,
 
     now = datetime.fromtimestamp(req.now_s, UTC)
     first = datetime.fromtimestamp(req.start_s, UTC) - timedelta(days=BASELINE_DAYS)
+    notes: list[str] = []
+    raw_rows: dict[str, pl.DataFrame] = {}
+    if raw_dir is not None:
+        files, notes = raw_telemetry_files(Path(raw_dir), req, first.timestamp(), max_bytes)
+        raw_rows = _raw_rows(Path(raw_dir), files, now)
     # The open checkpoint is the one stall, its ranks the stall's ranks: given as frames, so
-    # that neither the lake's stalls nor what they read are built (~5 s at 4096 ranks).
+    # that neither the lake's stalls nor what they read are built (~5 s at 4096 ranks). The
+    # raw telemetry not yet ingested joins the lake's tables before any view reads them.
     con = connect(lake_root, days=(first.date(), now.date()),
                   views=(*ATTRIBUTION_VIEWS, "int_node_leaves"),
-                  provided={"stalls": _stall_frame(req), "stall_ranks": _ranks_frame(req)})
+                  provided={"stalls": _stall_frame(req), "stall_ranks": _ranks_frame(req)},
+                  extra_rows=raw_rows)
     try:
-        notes: list[str] = []
-        if raw_dir is not None:
-            files, notes = raw_telemetry_files(Path(raw_dir), req, first.timestamp(),
-                                               max_bytes)
-            if _overlay_raw(con, Path(raw_dir), files, now):
-                _rebuild_variables(con)
-                # The lake's stored counter deltas do not hold the raw rows: compute them.
-                con.execute("SET VARIABLE counter_deltas_derived = false")
         con.execute("""
             create or replace view stall_ranks as
             select ranks.* exclude (leaf_switch), int_node_leaves.leaf_switch
