@@ -25,9 +25,9 @@ from ckptwatch.collect.collector import (
     CollectError,
     Collector,
     envelope_path,
+    next_round_at,
     nvme_controllers,
     rdma_netdevs,
-    next_round_at,
     run_loop,
 )
 
