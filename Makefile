@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_LAKE ?= data/lake
 
-.PHONY: demo test wheel-check lint bench bench-formats bench-marts bench-live clean install system-deps model
+.PHONY: demo test wheel-check lint bench bench-formats bench-marts bench-derived bench-live clean install system-deps model
 
 install: $(STAMP)
 
@@ -43,7 +43,7 @@ system-deps:
 # The whole suite, tests/test_wheel.py (the wheel check below) included, on two workers
 # (pytest-xdist; a test file stays on one worker, so its session fixtures are built once).
 test: $(STAMP) system-deps
-	PREFECT_HOME=$(CURDIR)/.prefect $(BIN)/python -m pytest -q -n 2 --dist loadfile
+	PREFECT_HOME=$(CURDIR)/.prefect $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The wheel on its own (tests/test_wheel.py): the sdist built from the checkout and the wheel
 # from the sdist (compared file for file with the build's tree), installed with --no-deps into
@@ -79,6 +79,11 @@ bench-formats: $(STAMP)
 
 bench-marts: $(STAMP)
 	$(BIN)/python bench/bench_marts.py
+
+# The derived counter deltas' refresh beside one bare lag() pass over the same lake's counter
+# tables, each in a fresh process at the nightly's DuckDB cap (bench/out/work/lake by default).
+bench-derived: $(STAMP)
+	$(BIN)/python bench/derived.py
 
 # The live watcher benchmark (not part of the tests): ~8 min in real time. Replays a 512-node,
 # 4096-rank job whose checkpoints hang; prints alert delay, the watcher's CPU and peak RSS.

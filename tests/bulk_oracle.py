@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import polars as pl
 
 from ckptwatch.sources.base import Parsed
 from ckptwatch.sources.envelope import read_envelopes
+
+#: Examples per generated-input property test of a bulk parser against its fallback: 50 in
+#: ``make test`` (each example parses a file twice, through polars and one by one);
+#: ``CKPTWATCH_BULK_EXAMPLES=1000`` for a deeper search, as ``CKPTWATCH_FUZZ_EXAMPLES`` does
+#: for the fuzz tests.
+BULK_EXAMPLES = int(os.environ.get("CKPTWATCH_BULK_EXAMPLES", "50"))
 
 
 def assert_bulk_matches_one_by_one(data: bytes) -> Parsed:

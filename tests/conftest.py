@@ -1,4 +1,5 @@
-"""Shared fixtures: small raw directories built from literal rows, and one Prefect harness."""
+"""Shared fixtures: small raw directories built from literal rows, one Prefect harness; and the
+order in which `make test` hands the files to its workers (``SLOW_FIRST``)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,45 @@ def lake_rows(lake_root: Path) -> dict[str, list[tuple[object, ...]]]:
         df = lake.read(name).drop("ingested_ts")
         out[name] = sorted(df.rows(), key=repr)
     return out
+
+
+#: Test files that take the longest under ``make test``, slowest first (``--durations``).
+#: ``make test`` hands whole files to its two workers in collection order (``--dist loadfile
+#: --no-loadscope-reorder``; xdist's default order is by number of tests, which put one-test
+#: files such as the e2e watch last): these go first, so that no long file starts last while
+#: the other worker sits idle. Only the order changes; an entry that no longer exists does
+#: nothing.
+SLOW_FIRST = (
+    "tests/test_wheel.py",
+    "tests/report/test_names.py",
+    "tests/flows/test_local_prefect.py",
+    "tests/analysis/test_stalls.py",
+    "tests/live/test_watch_e2e.py",  # real time (a 60 s timeout), little CPU
+    "tests/analysis/test_noise_evidence.py",
+    "tests/flows/test_dask_ingest.py",
+    "tests/cli/test_quiet_prefect.py",
+    "tests/lake/test_store.py",
+    "tests/ingest/test_crash_safety.py",
+    "tests/report/test_notebook.py",
+    "tests/pull/test_pull_prometheus.py",
+    "tests/report/test_daily.py",
+    "tests/report/test_postmortem.py",
+    "tests/sql/test_counters.py",
+    "tests/sql/test_marts.py",
+    "tests/ingest/test_concurrency.py",
+    "tests/sources/test_bulk_prometheus.py",
+    "tests/sources/test_bulk_text.py",
+    "tests/simulate/test_format_mix.py",
+    "tests/live/test_evidence.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of ``SLOW_FIRST`` lead the collection, in its order; every worker sorts the
+    same way, so their collections still agree, and each file keeps its own order."""
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 @pytest.fixture(scope="session")

@@ -14,23 +14,34 @@ from ckptwatch.analysis.findings import attribute_stalls
 from ckptwatch.lake.query import connect, run_sql
 
 STALL_T = 60 + STALL_STEP * INTERVAL_S
+#: t1's drive writes 1.3x its host bytes to NAND during the stall, SMART every 120 s.
+WA_GC = Case(stall="gc", wa_only=1.3, smart_every_s=120)
 
 
 def _stall(tmp_path: Path, case: Case) -> dict[str, Any]:
-    con = connect(build(tmp_path / "lake", case))
-    [stall] = [s.to_dict() for s in attribute_stalls(con).stalls]
+    return _only_stall(build(tmp_path / "lake", case))
+
+
+def _only_stall(lake: Path) -> dict[str, Any]:
+    [stall] = [s.to_dict() for s in attribute_stalls(connect(lake)).stalls]
     return stall
+
+
+@pytest.fixture(scope="module")
+def wa_gc_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lake of ``WA_GC`` (two tests read it)."""
+    return build(tmp_path_factory.mktemp("wa-gc") / "lake", WA_GC)
 
 
 def _supported(stall: dict[str, Any]) -> list[str]:
     return [c["cause"] for c in stall["causes"] if c["supported"]]  # type: ignore[union-attr]
 
 
-def test_a_weak_write_amplification_rise_far_outside_its_noise_is_gc(tmp_path: Path) -> None:
+def test_a_weak_write_amplification_rise_far_outside_its_noise_is_gc(wa_gc_lake: Path) -> None:
     # t1's drive writes 1.3x its host bytes to NAND during the stall (1.05 +- 0.004 otherwise),
     # sampled every 120 s: one interval spans the checkpoint. No gc_active, no free-block dip.
     # x1.24 is modest against any fixed ratio; it is ~40 robust sigma outside the series.
-    stall = _stall(tmp_path, Case(stall="gc", wa_only=1.3, smart_every_s=120))
+    stall = _only_stall(wa_gc_lake)
     assert stall["cause"] == "gc"
     assert stall["features"]["wa_z_slow"] > 20  # type: ignore[index]
     assert stall["features"]["gc_active_slow"] == 0.0  # type: ignore[index]
@@ -81,8 +92,8 @@ def test_a_missing_telemetry_family_gives_unknown_never_a_wrong_cause(
     assert set(_supported(stall)) <= {cause, "unknown"}
 
 
-def test_noise_is_each_series_own_median_and_mad(tmp_path: Path) -> None:
-    con = connect(build(tmp_path / "lake", Case(stall="gc", wa_only=1.3, smart_every_s=120)))
+def test_noise_is_each_series_own_median_and_mad(wa_gc_lake: Path) -> None:
+    con = connect(wa_gc_lake)
     rows = run_sql(con, """
         select host, signal, median_level, mad_level, median_interval_s
         from int_signal_noise where signal in ('write_amplification', 'pause')

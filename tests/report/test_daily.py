@@ -1,4 +1,5 @@
-"""The daily report's files, the nightly settings, and the nightly flow that writes them."""
+"""The nightly settings, and the nightly flow that writes the daily report (the report's own
+files: test_facts.py, over the shared sample report)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,10 @@ from typing import Any
 import pytest
 from tests.conftest import PROJECT_ROOT
 
-from ckptwatch.report.daily import ReportFiles, nightly_settings
+from ckptwatch.report.daily import nightly_settings
 from ckptwatch.settings import Settings, settings_from_dict
 
 SAMPLE = PROJECT_ROOT / "data" / "sample"
-
-
-def test_report_files_and_latest_copy(written: tuple[dict[str, Any], ReportFiles],
-                                      sample_lake: Path) -> None:
-    _facts, files = written
-    day = sample_lake / "reports" / "2026-11-28"
-    assert (files.html, files.json) == (day / "report.html", day / "report.json")
-    assert files.latest_html.read_bytes() == files.html.read_bytes()
-    assert files.latest_json.read_bytes() == files.json.read_bytes()
 
 
 def test_nightly_settings_send_alerts_to_the_lake_unless_configured(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The daily report's facts: the documented JSON keys, and a day without checkpoints."""
+"""The daily report: its facts (the documented JSON keys, a day without checkpoints) and files."""
 
 from __future__ import annotations
 
@@ -80,3 +80,12 @@ def test_a_day_without_checkpoints_and_alerts_that_could_not_run(
     page = render_html(facts)
     assert "No checkpoints on this day." in page and "No stalls on this day." in page
     assert "Alerts were not evaluated:</b> lake locked by another run" in page
+
+
+def test_report_files_and_latest_copy(written: tuple[dict[str, Any], ReportFiles],
+                                      sample_lake: Path) -> None:
+    _facts, files = written
+    day = sample_lake / "reports" / "2026-11-28"
+    assert (files.html, files.json) == (day / "report.html", day / "report.json")
+    assert files.latest_html.read_bytes() == files.html.read_bytes()
+    assert files.latest_json.read_bytes() == files.json.read_bytes()
