@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.bulk_oracle import assert_bulk_matches_one_by_one
+from tests.bulk_oracle import BULK_EXAMPLES, assert_bulk_matches_one_by_one
 from tests.in_place import IN_PLACE, IN_PLACE_REASON
 from tests.sources.test_nvme_cli import _ocp_json_v1
 
@@ -259,7 +259,7 @@ def _json_envelope(draw: st.DrawFn) -> str:
     return text
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.one_of(_json_envelope(), _json_envelope(),
                           st.sampled_from(["{not json", "", "[1]", '{"node": "n1"}'])),
                 min_size=1, max_size=8))

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.bulk_oracle import assert_bulk_matches_one_by_one
+from tests.bulk_oracle import BULK_EXAMPLES, assert_bulk_matches_one_by_one
 
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import BULK_PARSERS
@@ -187,7 +187,7 @@ def _scrape(draw: st.DrawFn) -> str:
 _ENV = st.sampled_from([{}, {"port": 3}, {"port": ""}, {"port": "2"}, {"device": "d"}])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.tuples(_scrape(), _ENV), min_size=1, max_size=6))
 def test_bulk_matches_one_by_one_on_generated_scrapes(scrapes: list[tuple[str, Any]]) -> None:
     assert_bulk_matches_one_by_one(envelopes([s for s, _ in scrapes], [e for _, e in scrapes]))

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.bulk_oracle import assert_bulk_matches_one_by_one
+from tests.bulk_oracle import BULK_EXAMPLES, assert_bulk_matches_one_by_one
 
 from ckptwatch.simulate.telemetry.render import render_sysfs_ib_text
 from ckptwatch.sources import load_all
@@ -166,7 +166,7 @@ def ocp_text(draw: st.DrawFn) -> str:
     return end.join(lines) + draw(st.sampled_from(["", end]))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(texts=st.lists(ocp_text(), min_size=1, max_size=6),
        device=st.sampled_from(["nvme0", "/dev/nvme2n1", "", None, "d" * 300]))
 def test_bulk_matches_one_by_one_on_generated_ocp_text(texts: list[str],
@@ -266,7 +266,7 @@ def sysfs_text(draw: st.DrawFn) -> str:
     return end.join(lines) + end
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(texts=st.lists(sysfs_text(), min_size=1, max_size=6),
        env=st.sampled_from([{}, {"device": "mlx5_9", "port": "1"}, {"device": "d" * 300},
                             {"port": 2}]))

@@ -275,7 +275,8 @@ def register_tool(source: str, detect: Detector) -> Callable[[ToolParser], ToolP
 #: ``__idx``). The rows are exactly those the registered ``ToolParser`` returns for the same
 #: output, in the same order within an envelope; an envelope the bulk parser
 #: cannot vouch for (an error, an odd character, a rare form) is declined, and the caller
-#: gives it to the ``ToolParser``, which parses it or says what is wrong with it.
+#: gives it to the ``ToolParser``, which parses it or says what is wrong with it. An optional
+#: ``__plain`` column says where ``output`` is plain text (``plain_output``).
 BulkParser = Callable[[pl.DataFrame], tuple[dict[str, pl.DataFrame], pl.Series]]
 BULK_PARSERS: dict[str, BulkParser] = {}
 
@@ -313,6 +314,28 @@ def register_json_bulk(source: str) -> Callable[[JsonBulkParser], JsonBulkParser
 #: Text a bulk parser reads: printable ASCII, tab and newline. On it Python's and polars'
 #: regular expressions, ``strip`` and line splitting agree exactly; other text is declined.
 PLAIN_TEXT = r"^[\t\n\x20-\x7E]*$"
+
+
+def plain_json_strings(lines: pl.Expr) -> pl.Expr:
+    """True where every string in a JSON line that has no ``\\u`` escape reads as plain text
+    (``PLAIN_TEXT``): the line is ASCII, holds no DEL and no ``\\b``, ``\\f`` or ``\\r``
+    escape. (A raw control character inside a JSON string is invalid JSON, which neither
+    orjson nor ``json`` reads; the other escapes give printable text, a tab or a newline.)
+    A few literal scans of the line instead of a regular expression over each output."""
+    return ((lines.str.len_bytes() == lines.str.len_chars())
+            & ~lines.str.contains("\x7f", literal=True)
+            & ~lines.str.contains("\\b", literal=True)
+            & ~lines.str.contains("\\f", literal=True)
+            & ~lines.str.contains("\\r", literal=True))
+
+
+def plain_output(env: pl.DataFrame) -> pl.Expr:
+    """True where a ``BulkParser``'s envelope has plain text output (``PLAIN_TEXT``): its
+    ``__plain`` column when the caller gives one (``read_envelopes`` does, from the line:
+    ``plain_json_strings``), else the pattern itself."""
+    if "__plain" in env.columns:
+        return pl.col("__plain").fill_null(False)
+    return pl.col("output").str.contains(PLAIN_TEXT)
 
 
 def int_text_as_float(text: pl.Expr) -> pl.Expr:

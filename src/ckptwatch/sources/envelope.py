@@ -35,6 +35,7 @@ from ckptwatch.sources.base import (
     clip_raw,
     detect_tool,
     load_json,
+    plain_json_strings,
     read_json_line,
     safe_text,
 )
@@ -264,9 +265,9 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     out = Parsed()
     rows: dict[str, list[dict[str, Any]]] = {}
     extra: dict[str, int] = {}
-    aside = _Bulk()
     lines = data.decode("utf-8", errors="replace").split("\n")
     texts = pl.Series(lines, dtype=pl.String) if bulk else None
+    aside = _Bulk(texts)
     # lines with a \u escape (never set aside for a bulk parser: ``_Bulk.take``)
     escaped = texts.str.contains("\\u", literal=True).to_list() if texts is not None else []
     long_lines: list[bool] = []  # lines with a run of 19 digits: found when first asked
@@ -366,7 +367,9 @@ _BULK_TIME = (r"^\d{4}-\d{2}-\d{2}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{3}|\
 class _Bulk:
     """Envelopes set aside by ``read_envelopes`` for a bulk parser, and their parse."""
 
-    def __init__(self) -> None:
+    def __init__(self, texts: pl.Series | None = None) -> None:
+        #: the file's lines (``read_envelopes``' ``texts``): where outputs are plain text
+        self.texts = texts
         #: (line, node, collected_at, source, device, port, output) per envelope set aside;
         #: output None: a JSON object, kept in ``docs``
         self.rows: list[tuple[int, str, str, str, str | None, str | None, str | None]] = []
@@ -414,6 +417,12 @@ class _Bulk:
             schema={"__line": pl.Int64, "node": pl.String, "at": pl.String,
                     "source": pl.String, "device": pl.String, "port": pl.String,
                     "output": pl.String})
+        if self.texts is not None:  # the text parsers' plain-text test, from the lines
+            text = env["output"].is_not_null().arg_true()
+            plain = pl.select(plain_json_strings(pl.lit(
+                self.texts.gather(env["__line"].gather(text) - 1)))).to_series()
+            env = env.with_columns(pl.repeat(False, env.height, eager=True)
+                                   .scatter(text, plain).alias("__plain"))
         fast = pl.col("at").str.contains(_BULK_TIME)
         env = env.with_columns(
             pl.when(fast).then(pl.col("at").str.replace(r"(?:Z|\+00:00)$", "")
@@ -440,10 +449,12 @@ class _Bulk:
         env = env.with_columns(pl.col("output").is_null().alias("__json"))
         for (source, is_json), group in env.partition_by("source", "__json", as_dict=True,
                                                          maintain_order=True).items():
-            given = group.select(pl.col("__line").alias("__env"), "output", "device", "port")
+            given = group.select(pl.col("__line").alias("__env"), "output", "device", "port",
+                                 *(["__plain"] if "__plain" in group.columns else []))
             if is_json:
                 found, no = JSON_BULK_PARSERS[str(source)](
-                    given.drop("output"), [self.docs[i] for i in given["__env"]])
+                    given.select("__env", "device", "port"),
+                    [self.docs[i] for i in given["__env"]])
             else:
                 found, no = BULK_PARSERS[str(source)](given)
             declined += no.to_list()

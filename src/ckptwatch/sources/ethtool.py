@@ -20,9 +20,9 @@ import polars as pl
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import (
-    PLAIN_TEXT,
     ToolContext,
     int_text_as_float,
+    plain_output,
     register_bulk,
     register_tool,
 )
@@ -195,7 +195,7 @@ def parse_ethtool_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.S
     envelope ``device``, a line that is not ``name: integer``, a name listed twice, no
     statistics at all.
     """
-    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT) & (pl.col("device") != "")
+    plain = env.select(plain_output(env) & (pl.col("device") != "")
                        .fill_null(False)).to_series()
     take = env.filter(plain)
     lines = take.select(

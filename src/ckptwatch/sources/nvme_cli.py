@@ -28,9 +28,9 @@ import polars as pl
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import (
-    PLAIN_TEXT,
     ToolContext,
     int_text_as_float,
+    plain_output,
     register_bulk,
     register_tool,
 )
@@ -403,45 +403,67 @@ def _ocp_number(num: pl.Expr, lo: pl.Expr, unit: pl.Expr) -> pl.Expr:
     return pl.when(scaled).then((value * scale).round(0)).otherwise(value)
 
 
+#: Every metric ``ocp_metric`` can name, in a fixed order: a line's ``__code`` indexes it.
+_OCP_KNOWN = sorted({metric for _, metric in OCP_LABELS})
+_OCP_CODE = {metric: k for k, metric in enumerate(_OCP_KNOWN)}
+#: What ``_ocp_layout`` found for a layout ((line head, digits cut)), kept across calls: a
+#: file's envelopes, and the next file's, repeat the same few dozen layouts.
+_LAYOUTS: dict[tuple[str, bool], tuple[bool, int | None, int | None]] = {}
+_LAYOUTS_MAX = 1 << 16
+_LAYOUT_CHARS = 200
+
+
+def _layout_of(head: str, digits: bool) -> tuple[bool, int | None, int | None]:
+    """(an error line, the code of its metric, its value text's length) of one layout, with
+    the per-envelope parser's own regular expressions (on plain text Python's and polars'
+    agree: ``base.PLAIN_TEXT``)."""
+    line = head + "9" if digits else head
+    m = _LINE.match(line)
+    metric = ocp_metric(m.group("label")) if m else None
+    return (re.search(_BULK_ERROR, line) is not None,
+            _OCP_CODE[metric] if metric is not None else None,
+            len(m.group("value").rstrip()) if m else None)
+
+
 def _ocp_layout(lines: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     r"""``lines`` (``__s``: one line each) with what ``_LINE`` and ``ocp_metric`` make of it:
     ``__err`` (an error line, ``_ERROR_LINE``), ``__code`` (the index of its metric in the
-    returned list; null: the line gives none), ``__vl`` (its value text's length, stripped).
+    returned list, ``_OCP_KNOWN``; null: the line gives none), ``__vl`` (its value text's
+    length, stripped).
 
-    ``_LINE`` runs once per distinct layout, not per line: a line's layout is the line
-    without its trailing blanks and with its last run of digits read as "9". That changes
-    neither whether ``_LINE`` matches nor its label nor where the value starts: trailing
-    blanks only ever fall in ``_LINE``'s last ``\s*``; every part of ``_LINE`` a trailing
-    digit run can fall in takes one digit as it takes many; and a value starts after a
-    separator, never inside a run of digits. The value text is then the line's own, from
-    that place on (``_ocp_values``).
+    ``_LINE`` runs once per distinct layout, not per line, and each layout once per process
+    (``_LAYOUTS``): a line's layout is the line without its trailing blanks and with its last
+    run of digits read as "9". That changes neither whether ``_LINE`` matches nor its label
+    nor where the value starts: trailing blanks only ever fall in ``_LINE``'s last ``\s*``;
+    every part of ``_LINE`` a trailing digit run can fall in takes one digit as it takes many;
+    and a value starts after a separator, never inside a run of digits. The value text is
+    then the line's own, from that place on (``_ocp_values``).
     """
     body = pl.col("__s").str.strip_chars_end(" \t")  # without the trailing blanks
     head = body.str.strip_chars_end("0123456789")  # and without the last run of digits
     lines = lines.with_columns(
         head.alias("__k"), (body.str.len_bytes().cast(pl.Int64)
                             - head.str.len_bytes().cast(pl.Int64)).alias("__dl"))
-    layouts = lines.select("__k", (pl.col("__dl") > 0).alias("__d")).unique().with_columns(
-        pl.when("__d").then(pl.col("__k") + "9").otherwise(pl.col("__k")).alias("__l"))
-    layouts = layouts.with_columns(
-        pl.col("__l").str.contains(_BULK_ERROR).alias("__err"),
-        pl.col("__l").str.extract_groups(_LINE.pattern).alias("__m")).unnest("__m")
-    labels = layouts["label"].drop_nulls().unique().to_list()
-    metrics = [ocp_metric(label) for label in labels]
-    known = sorted({m for m in metrics if m is not None})
-    codes = pl.Series([known.index(m) if m is not None else None for m in metrics],
-                      dtype=pl.Int64)
-    layouts = layouts.select(
-        "__k", "__d", "__err",
-        pl.col("label").replace_strict(labels, codes, default=None, return_dtype=pl.Int64)
-        .alias("__code"),
-        pl.col("value").str.strip_chars_end().str.len_bytes().cast(pl.Int64).alias("__vl"))
+    keys = lines.select("__k", (pl.col("__dl") > 0).alias("__d")).unique()
+    if len(_LAYOUTS) > _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    found = []
+    for key in keys.iter_rows():
+        got = _LAYOUTS.get(key)
+        if got is None:
+            got = _layout_of(*key)
+            if len(key[0]) <= _LAYOUT_CHARS:  # a hostile file's long lines are not kept
+                _LAYOUTS[key] = got
+        found.append(got)
+    layouts = keys.hstack(pl.DataFrame(
+        found, orient="row", schema={"__err": pl.Boolean, "__code": pl.Int64,
+                                     "__vl": pl.Int64}))
     lines = lines.with_columns((pl.col("__dl") > 0).alias("__d")).join(
         layouts, on=["__k", "__d"], how="left", maintain_order="left")
     # the value text's length in the line itself: its digits for the layout's "9"
     return lines.with_columns(
         (pl.col("__vl") + (pl.col("__dl") - 1).clip(0)).alias("__vl")
-    ).drop("__k", "__d", "__dl"), known
+    ).drop("__k", "__d", "__dl"), _OCP_KNOWN
 
 
 def _ocp_values(fields: pl.DataFrame) -> pl.Series:
@@ -471,7 +493,7 @@ def parse_ocp_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Serie
     tables, a number the bulk path does not read (see ``_ocp_number``), no field recognised.
     """
     plain = env.select(
-        pl.col("output").str.contains(PLAIN_TEXT) & (pl.col("device") != "").fill_null(False)
+        plain_output(env) & (pl.col("device") != "").fill_null(False)
         & ~pl.col("output").str.contains(_INTEL, literal=True)
         & ~pl.col("output").str.contains(_SEAGATE, literal=True)).to_series()
     take = env.filter(plain)

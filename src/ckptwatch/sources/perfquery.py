@@ -18,9 +18,9 @@ import polars as pl
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import (
-    PLAIN_TEXT,
     ToolContext,
     int_text_as_float,
+    plain_output,
     register_bulk,
     register_tool,
 )
@@ -179,7 +179,7 @@ def parse_perfquery_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl
     header without an envelope device and port, a counter given twice in a block, a block
     without counters, no counters at all, and the rare byte-named fields.
     """
-    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT)).to_series()
+    plain = env.select(plain_output(env)).to_series()
     take = env.filter(plain)
     lines = take.select(
         "__env",

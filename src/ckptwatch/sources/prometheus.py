@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import PLAIN_TEXT, ToolContext, register_bulk, register_tool
+from ckptwatch.sources.base import ToolContext, plain_output, register_bulk, register_tool
 from ckptwatch.sources.ethtool import canonical_alias
 from ckptwatch.sources.smartctl import nvme_device_name
 from ckptwatch.sources.textkv import iter_lines, shorten
@@ -316,7 +316,7 @@ def parse_prometheus_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], p
     labels, a malformed label set or value), a smartctl_exporter sample (``smartctl_device*``),
     a counter without a device label, a scrape with no fabric counter.
     """
-    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT).fill_null(False)).to_series()
+    plain = env.select(plain_output(env).fill_null(False)).to_series()
     take = env.filter(plain)
     lines = take.select(
         "__env", pl.col("port").alias("__eport"),

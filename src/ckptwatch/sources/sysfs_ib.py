@@ -25,9 +25,9 @@ import polars as pl
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import (
-    PLAIN_TEXT,
     ToolContext,
     int_text_as_float,
+    plain_output,
     register_bulk,
     register_tool,
 )
@@ -228,7 +228,7 @@ def parse_sysfs_ib_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.
     twice for a port, a byte counter (``port_xmit_bytes``) as a file, an ``hw_counters`` name
     or its alias that another counter of the port already has, no counter at all.
     """
-    plain = env.select(pl.col("output").str.contains(PLAIN_TEXT)).to_series()
+    plain = env.select(plain_output(env)).to_series()
     take = env.filter(plain)
     lines = take.select("__env", pl.col("output").str.split("\n").alias("__s")).explode("__s")
     lines = lines.filter(pl.col("__s").str.strip_chars() != "").with_row_index("__pos")
