@@ -6,7 +6,10 @@
 -- its status (a rank that errored or timed out still held the barrier); n_ranks_not_ok says
 -- how many did not finish ok.
 -- Unfinished ranks (docs/concepts.md): n_started counts the ranks with a start marker,
--- n_unfinished those of them with no record (int_unfinished_ranks). A checkpoint with markers
+-- n_unfinished those of them with no record (int_unfinished_ranks_of: the rows of
+-- int_unfinished_ranks, looked up only for the checkpoints that per-checkpoint aggregates do not
+-- prove finished, see candidate_checkpoints; n_started likewise comes from staging's blocks of
+-- markers, its rows read only where staging merges or drops markers). A checkpoint with markers
 -- and no finished rank is here too (n_ranks 0, rank quantiles null): it is the one that killed
 -- the job. The data end is the latest time the lake's checkpoint data reaches: the latest
 -- end_ts of a record or start_ts of a marker, over every job of the lake (or of the days read),
@@ -27,14 +30,6 @@ create or replace view checkpoint_latency as
 with
 writes as (
     select * from stg_checkpoint_writes
-),
-
-starts as (
-    select * from stg_checkpoint_starts
-),
-
-unfinished_ranks as (
-    select * from int_unfinished_ranks
 ),
 
 jobs as (
@@ -59,19 +54,78 @@ per_checkpoint as (
         median(write_s) as write_p50_s,
         median(fsync_s) as fsync_p50_s,
         median(close_s) as close_p50_s,
+        cast(min(rank) as bigint) as rank_min,
+        cast(max(rank) as bigint) as rank_max,
     from writes
     group by job_id, step
+),
+
+-- The markers, a checkpoint at a time, from staging's blocks (stg_checkpoint_start_blocks_of):
+-- where no block needs staging's exact path, the markers are the staged rows as they are.
+marker_blocks as (
+    select * from stg_checkpoint_start_blocks_of('checkpoint_starts')
+),
+
+marked_checkpoints as (
+    select
+        job_id,
+        step,
+        bool_or(needs_exact_path) as needs_exact_path,
+        cast(sum(n_markers) as bigint) as n_markers,
+        min(rank_min) as rank_min,
+        max(rank_max) as rank_max,
+        min(start_ts) as start_ts,
+        max(ingested_ts) as ingested_ts,
+    from marker_blocks
+    group by job_id, step
+),
+
+exact_markers as (
+    select checkpoint_starts.*
+    from checkpoint_starts
+    semi join (
+        select job_id, step from marked_checkpoints where needs_exact_path
+    ) using (job_id, step)
 ),
 
 started as (
     select
         job_id,
         step,
+        n_markers as n_started,
+        start_ts,
+        ingested_ts,
+    from marked_checkpoints
+    where not needs_exact_path
+    union all
+    select
+        job_id,
+        step,
         count(*) as n_started,
         min(start_ts) as start_ts,
         max(ingested_ts) as ingested_ts,
-    from starts
+    from stg_checkpoint_starts_of('exact_markers')
     group by job_id, step
+),
+
+-- A checkpoint has no unfinished rank when its staged records' ranks are one run (as many
+-- ranks as from the lowest to the highest: staging keeps one record per rank) that covers
+-- every marker's rank: each started rank has a record. Only the others (markers but no record,
+-- a gap in the records, a marker outside them) look up their ranks one by one.
+candidate_checkpoints as (
+    select
+        marked_checkpoints.job_id,
+        marked_checkpoints.step,
+    from marked_checkpoints
+    left join per_checkpoint using (job_id, step)
+    where per_checkpoint.n_ranks is null
+        or per_checkpoint.n_ranks <> per_checkpoint.rank_max - per_checkpoint.rank_min + 1
+        or marked_checkpoints.rank_min < per_checkpoint.rank_min
+        or marked_checkpoints.rank_max > per_checkpoint.rank_max
+),
+
+unfinished_ranks as (
+    select * from int_unfinished_ranks_of('candidate_checkpoints')
 ),
 
 unfinished as (
