@@ -12,11 +12,14 @@
 -- sees (its days): median and MAD are robust to the stalls inside them.
 create or replace view int_signal_noise as
 with
-samples as (
+-- Not materialised (samples, series_values): their readers (the medians, the deviations from
+-- them, write amplification) would otherwise have DuckDB store every sample first (~21 M rows
+-- of a 512-node day: gigabytes spilled under a 2 GB cap); each reader scans what it needs.
+samples as not materialized (
     select * from int_signal_samples
 ),
 
-series_values as (
+series_values as not materialized (
     select
         host,
         family,
@@ -65,8 +68,9 @@ series_noise as (
         any_value(series_medians.median_interval_s) as median_interval_s,
         any_value(series_medians.median_x) as median_x,
         median(abs(series_values.x - series_medians.median_x)) as mad_x,
-    from series_medians
-    inner join series_values
+    -- The hash table on the medians (one row per series), not on the samples (sql/session.sql).
+    from series_values
+    inner join series_medians
         on series_medians.host = series_values.host
         and series_medians.signal = series_values.signal
         and series_medians.device is not distinct from series_values.device
@@ -131,8 +135,8 @@ wa_noise as (
         any_value(wa_medians.median_interval_s) as median_interval_s,
         any_value(wa_medians.median_level) as median_level,
         median(abs(wa_intervals.wa - wa_medians.median_level)) as mad_level,
-    from wa_medians
-    inner join wa_intervals using (host)
+    from wa_intervals
+    inner join wa_medians using (host)
     group by wa_medians.host
 ),
 

@@ -26,7 +26,10 @@ ranks as (
     select * from stall_ranks
 ),
 
-samples as (
+-- Not materialised (here and series_samples below): two readers, the baselines and the window
+-- join, would otherwise have DuckDB store every sample first (~21 M rows of a 512-node day:
+-- gigabytes spilled under a 2 GB cap); each reader scans only the columns it needs.
+samples as not materialized (
     select * from int_signal_samples
 ),
 
@@ -59,7 +62,7 @@ host_roles as (
 -- Every host's samples, not only the stalls' hosts: a semi join here has DuckDB build its hash
 -- table on the ~20 M samples of a 512-node day (its estimate of them is far too low); the
 -- window join below keeps the stalls' hosts, and unused baselines cost one median each.
-series_samples as (
+series_samples as not materialized (
     select
         samples.*,
         case

@@ -11,6 +11,7 @@ from tests.stall_cases import STALL_STEP, Case, build
 
 from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.analysis.findings import attribute_stalls
+from ckptwatch.analysis.stalls import PINNED_VIEWS, one_thread, pinned_views
 from ckptwatch.lake.query import connect
 
 
@@ -109,3 +110,44 @@ def test_a_case_without_unfinished_ranks_says_nothing_of_them(tmp_path: Path) ->
     [stall] = _reports(tmp_path, Case(stall="gc", markers=True))
     assert (stall["n_started"], stall["n_unfinished"], stall["timed_out"]) == (8, 0, False)
     assert stall["never_finished"] == "" and stall["barrier_is_lower_bound"] is False
+
+
+def _view_sql(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return dict(con.execute("select view_name, sql from duckdb_views() "
+                            "where not internal").fetchall())
+
+
+def test_pinned_views_read_their_rows_once_and_are_restored(tmp_path: Path) -> None:
+    con = connect(build(tmp_path / "lake", Case(stall="gc")))
+    DetectionSettings().apply(con)
+    views = _view_sql(con)
+    rows = con.execute("select * from stalls order by job_id, step").fetchall()
+    with pinned_views(con, ("checkpoint_latency", "stalls", "no_such_view")):
+        pinned = _view_sql(con)
+        assert "pinned_stalls" in pinned["stalls"] and "pinned_" not in views["stalls"]
+        assert con.execute("select * from stalls order by job_id, step").fetchall() == rows
+        # Pinned: a detection setting changed inside the block does not move the stalls.
+        DetectionSettings(stall_factor=10.0).apply(con)
+        assert con.execute("select * from stalls order by job_id, step").fetchall() == rows
+    assert _view_sql(con) == views
+    assert con.execute("select count(*) from duckdb_tables() where temporary").fetchone() == (0,)
+    # Restored: the view computes again, with the setting now in force.
+    assert con.execute("select count(*) from stalls where is_stall").fetchone() == (0,)
+
+
+def test_pinned_views_are_restored_when_the_block_fails(tmp_path: Path) -> None:
+    con = connect(build(tmp_path / "lake", Case(stall="gc")))
+    views = _view_sql(con)
+    with pytest.raises(duckdb.Error), pinned_views(con, PINNED_VIEWS):
+        con.execute("select no_such_column from stall_ranks").fetchall()
+    assert _view_sql(con) == views
+    assert con.execute("select count(*) from duckdb_tables() where temporary").fetchone() == (0,)
+
+
+def test_one_thread_runs_the_block_on_one_thread_and_restores_the_setting() -> None:
+    con = duckdb.connect()
+    con.execute("set threads = 3")
+    with pytest.raises(duckdb.Error), one_thread(con):
+        assert con.execute("select current_setting('threads')").fetchone() == (1,)
+        con.execute("select no_such_column").fetchall()
+    assert con.execute("select current_setting('threads')").fetchone() == (3,)

@@ -25,7 +25,8 @@ switches and targets, and the context lists where they were last seen (``unfinis
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -216,8 +217,65 @@ def _separation(stands_out: Mapping[str, bool], ranks: pl.DataFrame, col: str) -
     return s_share - f_share
 
 
+#: The views ``stall_features`` reads through several marts, computed once per call: the
+#: checkpoint latency (under stalls, stragglers, counter_windows), the stalls (under
+#: stall_ranks, stall_signals) and the stall ranks (under stall_signals). Over a 512-node day
+#: each query would otherwise recompute them (~13 s of CPU for ``stalls`` alone); they are
+#: small (a row per checkpoint, per stall, per rank of a stall). The checkpoint records are not
+#: pinned: a million rows held through the signal queries leave those too little under a
+#: 2 GB cap. In this order, so that each is computed from the pinned ones before it.
+PINNED_VIEWS: tuple[str, ...] = ("checkpoint_latency", "stalls", "stall_ranks")
+
+
+@contextmanager
+def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Iterator[None]:
+    """Within the block, each view of ``names`` the connection has reads a temporary table of
+    its rows, computed once on entry (the views reading it see the same rows, now without
+    recomputing them); on exit the views are as they were and the tables are gone. A view's
+    rows depend on the session variables set before entry (detection settings)."""
+    saved: list[tuple[str, str]] = []
+    try:
+        for name in names:
+            row = con.execute("select sql from duckdb_views() where view_name = ? "
+                              "and schema_name = 'main' and not temporary", [name]).fetchone()
+            if row is None:  # not built on this connection
+                continue
+            # Identifiers from PINNED_VIEWS (a constant), not values: no parameter for them.
+            con.execute(f'create or replace temp table "pinned_{name}" as '
+                        f'select * from "{name}"').fetchall()
+            saved.append((name, str(row[0])))
+            con.execute(f'create or replace view "{name}" as '
+                        f'select * from temp."pinned_{name}"').fetchall()
+        yield
+    finally:
+        for name, sql in reversed(saved):
+            con.execute(f'drop view if exists "{name}"').fetchall()
+            con.execute(sql).fetchall()
+            con.execute(f'drop table if exists temp."pinned_{name}"').fetchall()
+
+
+@contextmanager
+def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Within the block, DuckDB runs on one thread (then as many as before). For the series'
+    medians and MADs (``int_signal_noise``): every thread holds its own share of every series'
+    values, and over a 512-node day (21 M samples) two threads need more than a 2 GB cap
+    allows (1.3 GB peak on one); the same rows either way."""
+    threads = con.execute("select current_setting('threads')").fetchone()
+    con.execute("set threads = 1").fetchall()
+    try:
+        yield
+    finally:
+        if threads is not None:
+            con.execute("set threads = ?", [int(threads[0])]).fetchall()
+
+
 def stall_features(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:
     """One row per stall: identity columns, ``FEATURES`` and the context evidence needs."""
+    with pinned_views(con, PINNED_VIEWS):
+        return _stall_features(con, job)
+
+
+def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataFrame:
     stalls = detect_stalls(con, job)
     if stalls.height == 0:
         return stalls.with_columns([pl.lit(None, pl.Float64).alias(f) for f in FEATURES])
@@ -226,8 +284,9 @@ def stall_features(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl
     signals = run_sql(con, "select * from stall_signals where ($job is null or job_id = $job)",
                       {"job": job})
     hosts = sorted(set(signals["host"].to_list()))
-    noise = run_sql(con, "select * from int_signal_noise where list_contains($hosts, host)",
-                    {"hosts": hosts})
+    with one_thread(con):
+        noise = run_sql(con, "select * from int_signal_noise where list_contains($hosts, host)",
+                        {"hosts": hosts})
     history = run_sql(con, """
         select job_id, step, host, family, sum(level) as level
         from counter_windows
