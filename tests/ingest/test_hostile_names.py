@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from ckptwatch.ingest.run import ingest
+from ckptwatch.lake import derived
 from ckptwatch.lake import store as lake_module
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.schema import TABLES
@@ -93,8 +94,8 @@ def _assert_layout(lake: Path, dates: set[str]) -> None:
             rel = rel.removeprefix("derived/")
         top = rel.split("/")[0]
         if path.is_dir():
-            assert top in TABLES or top in ("_manifest", "_inflight", "derived",
-                                            "counter_deltas"), rel
+            assert top in TABLES or top in ("_manifest", "_inflight", derived.DERIVED_DIR,
+                                            derived.DELTAS, derived.SERIES, derived.STATE), rel
             if "/" in rel:
                 assert rel.split("/", 1)[1] in {f"date={d}" for d in dates | {"1970-01-01"}}
         else:

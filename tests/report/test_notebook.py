@@ -56,7 +56,7 @@ def test_postmortem_executes_the_notebook_and_exports_html(
     page = out.read_text()
     assert page.count("data:image/png;base64,") >= 3
     assert "<script src=" not in page  # no CDN: opens offline
-    assert "targets (pool0-tgt03): 0.67 of the window" in page
+    assert "targets (pool0-tgt03): 0.95 of the window" in page
     assert 'alt="Rank timeline by phase (the main figure)"' in page
     assert json.loads(json.dumps(nb))  # a valid, serialisable notebook
 
