@@ -388,16 +388,7 @@ class Lake:
         """Undo a file whose write failed in this process: its manifest entry (if the failure
         came after it), its parts, then its journal entry. Best effort: what cannot be removed
         now stays journalled, and the next run's ``recover`` removes it."""
-        try:
-            for name in (f".{key}.json.tmp", f"{key}.json"):
-                with contextlib.suppress(FileNotFoundError):
-                    (self.root / MANIFEST_DIR / name).unlink()
-            self._remove_parts(parts)
-            for name in (f".{key}.json.tmp", f"{key}.json"):
-                with contextlib.suppress(FileNotFoundError):
-                    (self.root / INFLIGHT_DIR / name).unlink()
-        except OSError:
-            pass  # the journal entry is still there: recover() finishes the job
+        self.rollback_batch(key, {key: parts})  # a file is a batch of one
 
     def _remove_parts(self, parts: list[str]) -> None:
         """Delete journalled parts and their temp files, and partitions left empty. A name
