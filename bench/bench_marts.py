@@ -42,6 +42,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from lag import FABRIC_LAG  # bench/lag.py: this script's directory is on sys.path
 
 from ckptwatch.lake.query import connect
 from ckptwatch.lake.schema import CHECKPOINT_STARTS, CHECKPOINT_WRITES, FABRIC_COUNTERS, JOBS
@@ -252,16 +253,8 @@ REFERENCE_SAME_COLUMNS = """
     group by job_id, step
 """
 
-REFERENCE_LAG = """
-    select count(*), sum(delta), sum(delta / interval_s)
-    from (
-        select
-            value - lag(value) over w as delta,
-            epoch(ts - lag(ts) over w) as interval_s,
-        from read_parquet($fabric_glob)
-        window w as (partition by node, device, port, counter order by ts)
-    )
-"""
+#: The bare lag() pass over the fabric counters (one definition: bench/lag.py).
+REFERENCE_LAG = FABRIC_LAG
 
 
 #: DuckDB's cap for the attribution stages (the issue's target: attribution <= 15 s in 2 GiB).
@@ -375,7 +368,21 @@ def startup(lake_root: Path, repeat: int) -> bool:
         print(f"  {name:<58} {wall:6.2f} / {cpu:5.2f}")
     ratio = select[0] / bare[0]
     print(f"  sql / bare: {ratio:.2f}x wall, {select[1] / bare[1]:.2f}x CPU")
+    _write_figures("startup", {"bare_s": bare[0], "bare_cpu_s": bare[1], "help_s": helps[0],
+                               "help_cpu_s": helps[1], "select_s": select[0],
+                               "select_cpu_s": select[1], "select_vs_bare": ratio})
     return helps[0] <= 0.3 and select[0] <= 0.5 and ratio <= 4.0
+
+
+def _write_figures(name: str, figures: dict[str, Any]) -> None:
+    """``bench/out/<name>.json``: this run's figures, for ``bench/targets.py``'s table."""
+    import json
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.json"
+    path.write_text(json.dumps({"measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                                **figures}, indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 def main() -> int:
@@ -461,6 +468,8 @@ def main() -> int:
             {"ckpt_glob": marked.glob(CHECKPOINT_WRITES.name)}, args.repeat)
         con.close()
     same = attribution(lake) if args.attribution else True
+    _write_figures("marts", {"checkpoint_latency_cpu_ratio": like_for_like,
+                             "checkpoint_latency_markers_cpu_ratio": with_markers})
     ok = like_for_like <= 1.2 and (with_markers is None or with_markers <= 1.2) and same
     print(f"checkpoint_latency is {'within' if like_for_like <= 1.2 else 'OVER'} 1.2x of the "
           f"hand-written query of the same columns in CPU time ({like_for_like:.2f}x"
