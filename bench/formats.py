@@ -24,7 +24,11 @@ objects with OCP text cannot type ``output``).
 
 Results go to stdout as a table and to ``bench/out/formats.json``.
 
+``--baseline SRC`` runs each format first with ckptwatch imported from another source tree (a
+checkout of HEAD), then from this one, one after the other: before/after under the same load.
+
 Run:  .venv/bin/python bench/formats.py [--nodes 64] [--hours 8] [--raw DIR] [--only smartctl,...]
+          [--baseline /tmp/head/src]
 """
 
 from __future__ import annotations
@@ -201,12 +205,20 @@ def ours(raw: Path, lake: Path) -> dict[str, Any]:
     from ckptwatch.ingest.run import ingest
 
     shutil.rmtree(lake, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     report = ingest(raw, lake)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _cpu_s() - c0
     failed = [f.rel for f in report.files if f.status not in ("ingested", "ignored")]
-    return {"seconds": seconds, "rows": sum(report.rows.values()), "tables": report.rows,
+    return {"seconds": seconds, "cpu_s": cpu, "rows": sum(report.rows.values()),
+            "tables": report.rows,
             "quarantined": report.quarantined, "not_ingested": failed[:5]}
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process so far, all threads (user and system): the work done, which
+    other processes on the machine do not inflate as they do the wall-clock seconds."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
 
 
 def _peak_mb() -> float:
@@ -232,9 +244,13 @@ def child(mode: str, raw: Path, lake: Path) -> dict[str, Any]:
     return res
 
 
-def run_child(mode: str, raw: Path, lake: Path) -> dict[str, Any]:
+def run_child(mode: str, raw: Path, lake: Path, src: Path | None = None) -> dict[str, Any]:
+    """One child run; ``src``: import ckptwatch from that source tree instead (``--baseline``)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, __file__, "--child", mode, str(raw), str(lake)],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=env)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return dict(json.loads(line[7:]))
@@ -257,11 +273,12 @@ def _row(name: str, r: dict[str, Any]) -> str:
     return (f"{name:26} {r['bytes'] / 1e6:7.1f} {r['rows']:>10,} {r['seconds']:7.2f} "
             f"{r.get('polars_s', 0):7.2f} {pr or 0:6.2f}  {_held(pr, POLARS_TARGET):17} "
             + (f"{r['json_s']:7.2f} {jr:6.2f}" if jr else f"{'-':>7} {'-':>6}")
-            + f" {r['rss_mb']:7.0f}" + (f"  rejects/bad files: {bad}" if bad else ""))
+            + f" {r['rss_mb']:7.0f} {r.get('cpu_s', 0):6.2f}"
+            + (f"  rejects/bad files: {bad}" if bad else ""))
 
 
 HEADER = (f"{'format':26} {'MB':>7} {'rows':>10} {'ours s':>7} {'polars':>7} {'ratio':>6}  "
-          f"{'<= 2x polars':17} {'json.ld':>7} {'ratio':>6} {'RSS MB':>7}")
+          f"{'<= 2x polars':17} {'json.ld':>7} {'ratio':>6} {'RSS MB':>7} {'cpu s':>6}")
 
 
 def main() -> int:
@@ -273,6 +290,11 @@ def main() -> int:
                     help="a world-mix day (default: bench/out/raw-<nodes>n-<hours>h-world, "
                          "generated when missing)")
     ap.add_argument("--only", default="", help="comma-separated format names (slugs) to run")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a source tree to compare with, side by side: each format is ingested "
+                         "with ckptwatch imported from it, then from this tree (e.g. "
+                         "`git archive HEAD src | tar -x -C /tmp/head`, then --baseline "
+                         "/tmp/head/src)")
     args = ap.parse_args()
     sys.path.insert(0, str(BENCH))
     from generate_day import generate, raw_dir_for
@@ -289,20 +311,30 @@ def main() -> int:
     print(f"raw day: {raw}", flush=True)
     print(HEADER, flush=True)
     results: dict[str, Any] = {}
+    baseline: dict[str, Any] = {}
     polars_sum = 0.0
     for name, d in dirs.items():
         if only and _slug(name) not in only:
             continue
+        if args.baseline:
+            baseline[name] = run_child("format", d, work / "lake", args.baseline)
+            print(_row(f"{name[:15]} (baseline)", baseline[name]), flush=True)
         r = run_child("format", d, work / "lake")
         results[name] = r
         polars_sum += r.get("polars_s", 0.0)
         print(_row(name, r), flush=True)
     if not only:
+        if args.baseline:
+            baseline["whole day"] = run_child("day", raw, work / "lake", args.baseline)
         day = run_child("day", raw, work / "lake")
         bare = run_child("day-bare", raw, work / "lake")
         if "error" not in day and "error" not in bare:
             day.update(json_s=bare["json_s"], json_rows=bare["json_rows"], polars_s=polars_sum)
         results["whole day"] = day
+        if "whole day" in baseline and "error" not in baseline["whole day"]:
+            base_day = baseline["whole day"]
+            base_day.update({k: day[k] for k in ("json_s", "json_rows", "polars_s") if k in day})
+            print(_row("whole day (baseline)", base_day), flush=True)
         print(_row("whole mixed day", day), flush=True)
         if "error" not in day and day.get("json_s"):
             ratio = day["seconds"] / day["json_s"]
@@ -313,7 +345,9 @@ def main() -> int:
                   flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "formats.json").write_text(json.dumps(
-        {"raw": str(raw), "cpus": os.cpu_count(), "results": results}, indent=1) + "\n")
+        {"raw": str(raw), "cpus": os.cpu_count(), "results": results,
+         **({"baseline": {"src": str(args.baseline), "results": baseline}}
+            if args.baseline else {})}, indent=1) + "\n")
     print(f"wrote {OUT / 'formats.json'}")
     return 0
 

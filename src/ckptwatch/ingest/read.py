@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +34,9 @@ from ckptwatch.sources.base import (
     safe_text,
 )
 from ckptwatch.sources.envelope import (
+    EnvelopeFile,
     parse_tool_output,
+    read_envelope_files,
     read_envelopes,
     read_tool_file,
     rows_to_frames,
@@ -264,6 +266,16 @@ def _unread_key(raw: RawFile) -> str:
                           + (raw.reason or "").encode("utf-8", "surrogatepass")).hexdigest()
 
 
+@dataclass
+class LoadedFile:
+    """A raw file whose content is loaded and whose key is known, not yet parsed
+    (``load_file``; ``parse_loaded``)."""
+
+    raw: RawFile
+    key: str
+    content: Content
+
+
 def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
     """Read and parse one raw file (skips the parse when its key is already in ``known``).
 
@@ -272,6 +284,13 @@ def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
     beside whatever was read of it; a failure of a parser itself (a bug that hostile input
     found) is such a failure too, saying so. Only a file that cannot be opened is an ``error``.
     """
+    return parse_loaded([load_file(raw, known)])[0]
+
+
+def load_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile | LoadedFile:
+    """``parse_file``'s first step: the file's content and key (``LoadedFile``), or at once
+    the ``ParsedFile`` of a file that is not parsed: never read (refused), that cannot be
+    opened (``error``), or whose key is in ``known`` (``already``)."""
     reader = READERS[raw.kind]
     if reader.load is None:  # never read: one quarantined record saying why
         key = _unread_key(raw)
@@ -283,9 +302,62 @@ def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
     except (OSError, EOFError, ValueError) as exc:  # ValueError: a sysfs tree's bad names
         return ParsedFile(raw, "", 0, Parsed(),
                           error=safe_text(f"cannot read {raw.rel}: {exc}"))
-    key = file_key(content, raw)
-    if known is not None and key in known:
-        return ParsedFile(raw, key, content.size, Parsed(), already=True)
+    return skip_known(LoadedFile(raw, file_key(content, raw), content), known)
+
+
+def skip_known(item: LoadedFile, known: set[str] | None) -> ParsedFile | LoadedFile:
+    """``item``, or its ``already`` result when its key is in ``known``."""
+    if known is not None and item.key in known:
+        return ParsedFile(item.raw, item.key, item.content.size, Parsed(), already=True)
+    return item
+
+
+def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
+    """``parse_file``'s second step for each of ``items``, in order (a ``ParsedFile`` is
+    passed through). The envelope files among them that were read whole are parsed together
+    (``envelope.read_envelope_files``: one bulk-parser call per source for all of them, each
+    file's rows, rejects and notes exactly those it gets on its own); should that fail, each
+    is parsed on its own, so that the failure is the file's that caused it."""
+    together = [x for x in items if isinstance(x, LoadedFile) and _parsed_together(x)]
+    parsed: dict[int, Parsed] = {}
+    if len(together) > 1:
+        try:
+            results = read_envelope_files([EnvelopeFile(x.content.data, x.raw.rel, x.raw.node)
+                                           for x in together])
+        except _PARSE_ERRORS:  # each file again on its own: whose failure it is
+            results = []
+        parsed = {id(x): p for x, p in zip(together, results, strict=False)}
+    out: list[ParsedFile] = []
+    for x in items:
+        if isinstance(x, ParsedFile):
+            out.append(x)
+        elif id(x) in parsed:
+            out.append(_parse(x, _given(parsed[id(x)])))
+        else:
+            out.append(_parse(x, READERS[x.raw.kind].parse))
+    return out
+
+
+#: What a parse may raise for what a file holds (``_parse`` turns each into the file's failure).
+_PARSE_ERRORS: tuple[type[BaseException], ...] = (RecordError, *INPUT_ERRORS)
+
+
+def _given(parsed: Parsed) -> Callable[[RawFile, bytes], Parsed]:
+    """A parse that gives ``parsed`` (what ``parse_loaded`` parsed of a file already)."""
+    return lambda _raw, _data: parsed
+
+
+def _parsed_together(item: LoadedFile) -> bool:
+    """True when ``parse_loaded`` parses ``item`` with the others: an envelope file read
+    whole."""
+    return item.raw.kind == "envelope" and not item.content.failure
+
+
+def _parse(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> ParsedFile:
+    """Parse one loaded file with ``parse`` (its reader's, or one giving what
+    ``parse_loaded`` parsed of it already) into its ``ParsedFile`` (see ``parse_file``)."""
+    raw, key, content = item.raw, item.key, item.content
+    reader = READERS[raw.kind]
     limits = active_ingest()
     failure = content.failure
     data = content.data
@@ -298,7 +370,7 @@ def parse_file(raw: RawFile, known: set[str] | None = None) -> ParsedFile:
                 f"{limits.max_record_bytes:,} (CKPTWATCH_MAX_RECORD_BYTES): not read", None,
                 clip_raw(data[:limits.quarantine_raw_max]), raw.table)])
         else:
-            parsed = reader.parse(raw, data)
+            parsed = parse(raw, data)
     except RecordError as exc:
         parsed = Parsed(rejects=[Reject(exc.reason, exc.line,
                                         clip_raw(data[:limits.quarantine_raw_max]), raw.table)])

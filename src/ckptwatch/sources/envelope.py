@@ -10,10 +10,13 @@ format is recognised from the content. A file that is a tool's raw output on its
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import operator
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -259,15 +262,61 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     loop; the rest one by one. Lines are read with orjson where it reads them as ``json`` does
     (``base.read_json_line``). Either way a file gives the same rows, in the same order, and the
     same rejects (``bulk=False`` reads every line with ``json`` and parses every envelope one
-    by one: the reference the tests hold the bulk path to).
+    by one: the reference the tests hold the bulk path to). ``read_envelope_files`` reads
+    several files at once, each as this reads it.
     """
+    return read_envelope_files([EnvelopeFile(data, file_label, default_node)], bulk=bulk)[0]
+
+
+@dataclass(frozen=True)
+class EnvelopeFile:
+    """One envelope file to read (``read_envelope_files``): its bytes, the name its notes
+    give, and the node a line without one takes (the file's ``<kind>/<node>/`` place)."""
+
+    data: bytes
+    label: str
+    default_node: str | None = None
+
+
+def read_envelope_files(files: Sequence[EnvelopeFile], *, bulk: bool = True) -> list[Parsed]:
+    """``read_envelopes`` of each of ``files``, the envelopes of all of them set aside for the
+    bulk parsers together: one call per source and chunk of ``_BULK_CHUNK`` envelopes, not one
+    per file and source (a bulk call has a fixed cost of some 40 polars operations). Each
+    row keeps its file and line (``_Bulk`` numbers the lines of the files one after another),
+    so every file gets exactly the rows, rejects and notes it gets read on its own; a file
+    with more rejects than the quarantine keeps (which ones are kept depends on when its
+    envelopes were parsed) is read again on its own."""
     _load_formats()
-    out = Parsed()
-    rows: dict[str, list[dict[str, Any]]] = {}
-    extra: dict[str, int] = {}
-    lines = data.decode("utf-8", errors="replace").split("\n")
+    aside = _Bulk()
+    scans = [_scan(f, aside, bulk) for f in files]
+    aside.flush()
+    parsed = [_finish(scan, aside.frames_of(k)) for k, scan in enumerate(scans)]
+    if len(files) > 1:
+        parsed = [read_envelope_files([f], bulk=bulk)[0] if p.capped.dropped else p
+                  for f, p in zip(files, parsed, strict=True)]
+    return parsed
+
+
+@dataclass
+class _Scan:
+    """One file's line loop (``_scan``): its rows parsed one by one (``__line``: the file's
+    own line), rejects, the envelope keys not read, and how many envelopes it set aside."""
+
+    label: str
+    out: Parsed = field(default_factory=Parsed)
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    extra: dict[str, int] = field(default_factory=dict)
+    taken: int = 0
+
+
+def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool) -> _Scan:
+    """Read ``file``'s lines: each envelope checked, then set aside in ``aside`` for a bulk
+    parser (parsed when ``_BULK_CHUNK`` are held, or at the end) or parsed one by one."""
+    scan = _Scan(file.label)
+    out, rows, extra, default_node = scan.out, scan.rows, scan.extra, file.default_node
+    lines = file.data.decode("utf-8", errors="replace").split("\n")
     texts = pl.Series(lines, dtype=pl.String) if bulk else None
-    aside = _Bulk(texts)
+    base = aside.add_file(scan, lines, texts) if bulk else 0
     # lines with a \u escape (never set aside for a bulk parser: ``_Bulk.take``)
     escaped = texts.str.contains("\\u", literal=True).to_list() if texts is not None else []
     long_lines: list[bool] = []  # lines with a run of 19 digits: found when first asked
@@ -297,9 +346,10 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
                     "envelope has no 'node' (and the file is not under <kind>/<node>/)")
             if "collected_at" not in env:
                 raise RecordError("envelope has no 'collected_at'")
-            if bulk and not escaped[i - 1] and aside.take(i, env, node):
+            if bulk and not escaped[i - 1] and aside.take(base + i, env, node):
+                scan.taken += 1
                 if len(aside.rows) >= _BULK_CHUNK:  # parsed now: the objects held stay few
-                    aside.flush(lines, rows, out)
+                    aside.flush()
                 continue
             try:
                 ts = parse_time(env["collected_at"])
@@ -316,9 +366,14 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
             _accumulate(rows, parse_tool_output(output, ctx), i)
         except RecordError as exc:
             out.rejects.append(Reject(safe_text(exc.reason), i, clip_raw(line)))
-    aside.flush(lines, rows, out)
-    if aside.taken:
-        bulk_frames = aside.frames
+    return scan
+
+
+def _finish(scan: _Scan, bulk_frames: dict[str, list[pl.DataFrame]]) -> Parsed:
+    """One file's rows as typed frames (its bulk parsers' frames, ``__line`` its own line, and
+    its rows parsed one by one, in line order), its rejects in line order and its note."""
+    out, rows, extra = scan.out, scan.rows, scan.extra
+    if scan.taken:
         out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
         first = {t: min(row["__line"] for row in r) for t, r in rows.items() if r}
         for t, frames in bulk_frames.items():
@@ -339,7 +394,7 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     if extra:
         shown = ", ".join(f"{k!r} (first on line {n})" for k, n in list(extra.items())[:10])
         more = f" and {len(extra) - 10} more" if len(extra) > 10 else ""
-        out.notes.append(f"{file_label}: envelope keys not read: {shown}{more}")
+        out.notes.append(f"{scan.label}: envelope keys not read: {shown}{more}")
     return out
 
 
@@ -365,28 +420,71 @@ _BULK_TIME = (r"^\d{4}-\d{2}-\d{2}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{3}|\
 
 
 class _Bulk:
-    """Envelopes set aside by ``read_envelopes`` for a bulk parser, and their parse."""
+    """Envelopes set aside by ``read_envelope_files`` for a bulk parser, and their parse.
 
-    def __init__(self, texts: pl.Series | None = None) -> None:
-        #: the file's lines (``read_envelopes``' ``texts``): where outputs are plain text
-        self.texts = texts
+    The files' lines are numbered one after another (file ``k``'s line ``i`` is ``bases[k] +
+    i``): the frames parsed carry that number in ``__line`` until ``frames_of`` hands each file
+    its own, and an envelope declined or rejected here goes to its file's ``_Scan`` under its
+    own line."""
+
+    def __init__(self) -> None:
+        #: the lines of the files added, one after another, and each file's lines as a
+        #: Series (where outputs are plain text: ``_Scan``'s ``texts``)
+        self.lines: list[str] = []
+        self.texts: list[pl.Series] = []
+        #: per file added: the number before its first line, and its scan
+        self.bases: list[int] = []
+        self.scans: list[_Scan] = []
         #: (line, node, collected_at, source, device, port, output) per envelope set aside;
         #: output None: a JSON object, kept in ``docs``
         self.rows: list[tuple[int, str, str, str, str | None, str | None, str | None]] = []
         self.docs: dict[int, dict[str, Any]] = {}
-        #: envelopes set aside so far, and the frames of those parsed (``flush``)
-        self.taken = 0
+        #: the frames of the envelopes parsed so far (``flush``)
         self.frames: dict[str, list[pl.DataFrame]] = {}
 
-    def flush(self, lines: list[str], rows: dict[str, list[dict[str, Any]]],
-              out: Parsed) -> None:
+    def add_file(self, scan: _Scan, lines: list[str], texts: pl.Series | None) -> int:
+        """Number ``lines`` after those of the files added before; returns the number before
+        the first (the file's line ``i`` is set aside as ``base + i``)."""
+        base = len(self.lines)
+        self.lines.extend(lines)
+        if texts is not None:
+            self.texts.append(texts)
+        self.bases.append(base)
+        self.scans.append(scan)
+        return base
+
+    def _file(self, line: int) -> tuple[_Scan, int]:
+        """The scan of the file a set-aside ``line`` belongs to, and the file's own line."""
+        k = bisect.bisect_left(self.bases, line) - 1
+        return self.scans[k], line - self.bases[k]
+
+    def flush(self) -> None:
         """Parse the envelopes set aside since the last flush (``parse``) and keep their
         frames."""
         if self.rows:
-            for table, frames in self.parse(lines, rows, out).items():
+            for table, frames in self.parse().items():
                 self.frames.setdefault(table, []).extend(frames)
-            self.taken += len(self.rows)
             self.rows, self.docs = [], {}
+
+    def frames_of(self, k: int) -> dict[str, list[pl.DataFrame]]:
+        """The frames parsed of file ``k`` (in the order parsed), ``__line`` its own line."""
+        if len(self.bases) <= 1:  # one file (or none: ``bulk=False``), numbered as its own
+            return self.frames
+        low, high = self.bases[k], (self.bases[k + 1] if k + 1 < len(self.bases)
+                                    else len(self.lines))
+        out: dict[str, list[pl.DataFrame]] = {}
+        line = pl.col("__line")
+        for table, frames in self.frames.items():
+            for f in frames:
+                lines = f["__line"]
+                first, last = lines.min(), lines.max()
+                if not isinstance(first, int) or not isinstance(last, int) \
+                        or last <= low or first > high:
+                    continue
+                part = f if low < first and last <= high else f.filter(
+                    (line > low) & (line <= high))
+                out.setdefault(table, []).append(part.with_columns(line - low))
+        return out
 
     def take(self, i: int, env: dict[str, Any], node: str) -> bool:
         """Set envelope ``env`` (line ``i``, checked up to its ``collected_at``; a line
@@ -407,20 +505,27 @@ class _Bulk:
                           port if port is None or type(port) is str else _name(port), output))
         return True
 
-    def parse(self, lines: list[str], rows: dict[str, list[dict[str, Any]]],
-              out: Parsed) -> dict[str, list[pl.DataFrame]]:
+    def _reject(self, line: int, reason: str) -> None:
+        """Reject set-aside ``line`` into its file's rejects, under the file's own line."""
+        scan, own = self._file(line)
+        scan.out.rejects.append(Reject(safe_text(reason), own, clip_raw(self.lines[line - 1])))
+
+    def parse(self) -> dict[str, list[pl.DataFrame]]:
         """Parse the envelopes set aside: typed frames per table (with ``__line`` and
-        ``__idx``); an envelope a bulk parser declines is parsed one by one into ``rows``, and
-        one whose time or output is bad is rejected into ``out``, as the line loop would."""
+        ``__idx``); an envelope a bulk parser declines is parsed one by one into its file's
+        rows, and one whose time or output is bad is rejected into its file's rejects, as the
+        line loop would."""
         env = pl.DataFrame(
             list(zip(*self.rows, strict=True)), orient="col",
             schema={"__line": pl.Int64, "node": pl.String, "at": pl.String,
                     "source": pl.String, "device": pl.String, "port": pl.String,
                     "output": pl.String})
-        if self.texts is not None:  # the text parsers' plain-text test, from the lines
+        if self.texts:  # the text parsers' plain-text test, from the lines
+            if len(self.texts) > 1:  # the files' lines as one Series (chunks: no copy)
+                self.texts = [pl.concat(self.texts, rechunk=False)]
             text = env["output"].is_not_null().arg_true()
             plain = pl.select(plain_json_strings(pl.lit(
-                self.texts.gather(env["__line"].gather(text) - 1)))).to_series()
+                self.texts[0].gather(env["__line"].gather(text) - 1)))).to_series()
             env = env.with_columns(pl.repeat(False, env.height, eager=True)
                                    .scatter(text, plain).alias("__plain"))
         fast = pl.col("at").str.contains(_BULK_TIME)
@@ -439,8 +544,7 @@ class _Bulk:
                     read.append(parse_time(at))
                 except ValueError as exc:
                     read.append(None)
-                    out.rejects.append(Reject(safe_text(f"collected_at: {exc}"), i,
-                                              clip_raw(lines[i - 1])))
+                    self._reject(i, f"collected_at: {exc}")
             env = env.update(slow_ts.select("__line", pl.Series(
                 "ts", read, dtype=pl.Datetime("us", "UTC"))), on="__line")
             env = env.filter(pl.col("ts").is_not_null())
@@ -480,9 +584,10 @@ class _Bulk:
                 try:
                     result = parse_tool_output(output, ctx)
                 except RecordError as exc:
-                    out.rejects.append(Reject(safe_text(exc.reason), i, clip_raw(lines[i - 1])))
+                    self._reject(i, exc.reason)
                     continue
-                _accumulate(rows, result, i)
+                scan, own = self._file(i)
+                _accumulate(scan.rows, result, own)
         return frames
 
 
