@@ -6,9 +6,12 @@ Each stage runs in a fresh interpreter (its own peak RSS) and prints wall second
 
 - ``lag``: deltas and rates by ``lag()`` over every fabric counter and SMART sample (the work
   attribution cannot avoid: no dedup, resets, saturation, catalog or windows);
-- ``stalls``, ``stall_ranks``, ``stall_signals``, ``int_signal_noise``, ``history``: the queries
-  ``ckptwatch.analysis.stalls.stall_features`` runs, each alone on a connection built for
-  attribution (``ATTRIBUTION_VIEWS``), ``--explain`` writes each one's EXPLAIN ANALYZE;
+- ``stalls``, ``stall_ranks``, ``int_signal_series``, ``stall_signals``, ``int_signal_noise``,
+  ``history``: the queries ``ckptwatch.analysis.stalls.stall_features`` runs, each alone on a
+  connection built for attribution (``ATTRIBUTION_VIEWS``), ``--explain`` writes each one's
+  EXPLAIN ANALYZE. ``int_signal_series`` is the per-series medians and MADs (one thread, as
+  ``stall_features`` pins them); ``stall_signals`` and ``int_signal_noise`` alone compute them
+  again each (``stall_features`` reads the pinned table in both);
 - ``find_stalls``: the whole of it. ``--save FILE`` writes its stalls, causes, scores and
   features as JSON, so that two runs (before and after a change) can be compared exactly
   (``--compare BEFORE AFTER``). For a "before" run: ``CKPTWATCH_SQL_DIR`` names the SQL as it
@@ -39,8 +42,8 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
-STAGES = ("lag", "stalls", "stall_ranks", "stall_signals", "int_signal_noise", "history",
-          "find_stalls")
+STAGES = ("lag", "stalls", "stall_ranks", "int_signal_series", "stall_signals",
+          "int_signal_noise", "history", "find_stalls")
 
 #: One plain pass of lag() deltas and rates over the lake's counter tables (fabric counters and
 #: SMART: every metric, counters and gauges alike).
@@ -71,6 +74,8 @@ def _query(stage: str) -> str:
                 "where family in ('pause', 'xmit_wait') group by job_id, step, host, family")
     if stage == "int_signal_noise":  # stall_features names the stall hosts: here every host
         return "select * from int_signal_noise"
+    if stage == "int_signal_series":  # a table macro (int_signal_noise.sql)
+        return "select * from int_signal_series()"
     return f"select * from {stage}"
 
 
@@ -85,16 +90,25 @@ def _operators(profile: dict[str, Any], top: int = 25) -> str:
                          if k in ("Function", "Table", "Groups", "Conditions", "Join Type",
                                   "Aggregates", "Projections", "Filters", "CTE Index",
                                   "Estimated Cardinality"))
-        found.append((float(node.get("operator_timing", 0.0)),
-                      int(node.get("operator_cardinality", 0)),
-                      f"{'  ' * min(depth, 12)}{node.get('operator_name', '?').strip()} {what}"))
+        found.append((float(node.get("operator_timing", node.get("timing", 0.0))),
+                      int(node.get("operator_cardinality", node.get("intermediate_rows", 0))),
+                      f"{'  ' * min(depth, 12)}"
+                      f"{node.get('operator_name', node.get('name', '?')).strip()} {what}"))
         for child in node.get("children", []):
             walk(child, depth + 1)
 
-    walk(profile, 0)
-    total = float(profile.get("latency", 0.0))
-    lines = [f"latency {total:.2f} s, cpu {float(profile.get('cpu_time', 0.0)):.2f} s, "
-             f"peak buffer memory {int(profile.get('system_peak_buffer_memory', 0)) >> 20} MB"]
+    if "operator" in profile:  # DuckDB 2: sections; operators under "operator"
+        for node in profile["operator"]:
+            walk(node, 0)
+        query, system = profile.get("query", {}), profile.get("system", {})
+        lines = [f"cpu {float(query.get('cpu_time', 0.0)):.2f} s, binding "
+                 f"{float(profile.get('planner', {}).get('binding_time', 0.0)):.2f} s, "
+                 f"peak buffer memory {int(system.get('peak_buffer_memory', 0)) >> 20} MB"]
+    else:
+        walk(profile, 0)
+        total = float(profile.get("latency", 0.0))
+        lines = [f"latency {total:.2f} s, cpu {float(profile.get('cpu_time', 0.0)):.2f} s, "
+                 f"peak buffer memory {int(profile.get('system_peak_buffer_memory', 0)) >> 20} MB"]
     lines += [f"{t:8.2f} s {n:>12,}  {what}" for t, n, what in
               sorted(found, key=lambda r: -r[0])[:top]]
     return "\n".join(lines) + "\n"
@@ -163,6 +177,8 @@ def child(stage: str, lake_root: Path, memory: str, explain: Path | None,
         con = connect(lake_root, memory_limit=memory, views=ATTRIBUTION_VIEWS)
         DetectionSettings().apply(con)
         sql = _query(stage)
+        if stage in ("int_signal_series", "int_signal_noise"):  # medians on one thread, as
+            con.execute("set threads = 1").fetchall()  # stall_features computes them
         if explain is not None:
             explain.mkdir(parents=True, exist_ok=True)
             profile = explain / f"{stage}.json"

@@ -10,16 +10,24 @@
 -- same way (a sum of MADs bounds the MAD of a sum). n_samples: intervals (or values) it rests
 -- on; median_interval_s: the series' usual sampling interval. Over every sample the connection
 -- sees (its days): median and MAD are robust to the stalls inside them.
-create or replace view int_signal_noise as
+--
+-- int_signal_series(): a table macro beside the view, the one per-series statistics pass that
+-- this view and stall_signals (its baseline_level) both read. Grain: one row per series
+-- (host, family, signal_group, device, port, signal); kind; n_samples (the values x it rests
+-- on); median_interval_s; median_x (counters: the median interval rate, gauges: the median
+-- value); mad_x (the median of |x - median_x|). x is a counter's rate_per_s over its intervals
+-- that are no reset (a reset interval's rate is the restarted counter's value over the
+-- interval: not the series' rate), a gauge's value. One scan of the samples: each series'
+-- values are gathered once, and its median and MAD are both taken of that list (the same
+-- median as the aggregate's: the list's values are the values). A macro, not a view, so that
+-- ckptwatch.analysis.stalls.pinned_views can have both readers read one computed table.
+create or replace macro int_signal_series() as table
 with
--- Not materialised (samples, series_values): their readers (the medians, the deviations from
--- them, write amplification) would otherwise have DuckDB store every sample first (~21 M rows
--- of a 512-node day: gigabytes spilled under a 2 GB cap); each reader scans what it needs.
-samples as not materialized (
+samples as (
     select * from int_signal_samples
 ),
 
-series_values as not materialized (
+series_values as (
     select
         host,
         family,
@@ -39,7 +47,7 @@ series_values as not materialized (
         and (kind = 'gauge' or (rate_per_s is not null and not reset))
 ),
 
-series_medians as (
+series_lists as (
     select
         host,
         family,
@@ -50,32 +58,38 @@ series_medians as (
         any_value(kind) as kind,
         count(x) as n_samples,
         median(interval_s) as median_interval_s,
-        median(x) as median_x,
+        list(x) filter (where x is not null) as xs,
     from series_values
     group by host, family, signal_group, device, port, signal
 ),
 
-series_noise as (
+series_medians as (
     select
-        series_medians.host,
-        series_medians.family,
-        series_medians.signal_group,
-        series_medians.device,
-        series_medians.port,
-        series_medians.signal,
-        any_value(series_medians.kind) as kind,
-        any_value(series_medians.n_samples) as n_samples,
-        any_value(series_medians.median_interval_s) as median_interval_s,
-        any_value(series_medians.median_x) as median_x,
-        median(abs(series_values.x - series_medians.median_x)) as mad_x,
-    -- The hash table on the medians (one row per series), not on the samples (sql/session.sql).
-    from series_values
-    inner join series_medians
-        on series_medians.host = series_values.host
-        and series_medians.signal = series_values.signal
-        and series_medians.device is not distinct from series_values.device
-        and series_medians.port is not distinct from series_values.port
-    group by all
+        * exclude (xs),
+        list_aggregate(xs, 'median') as median_x,
+        xs,
+    from series_lists
+),
+
+final as (
+    select
+        * exclude (xs),
+        list_aggregate(list_transform(xs, lambda v: abs(v - median_x)), 'median') as mad_x,
+    from series_medians
+)
+
+select * from final;
+
+create or replace view int_signal_noise as
+with
+-- Not materialised: its readers (write amplification's media and host intervals) would
+-- otherwise have DuckDB store every sample first (~21 M rows of a 512-node day).
+samples as not materialized (
+    select * from int_signal_samples
+),
+
+series_noise as (
+    select * from int_signal_series()
 ),
 
 per_group as (

@@ -12,7 +12,13 @@
 -- an interval that only touches the window's edge), the unweighted form: the increase over the
 -- intervals divided by their length, the mean of the samples.
 -- baseline_level: the same series' median over all its samples (counters: median interval
--- rate; gauges: median value), summed like the window level.
+-- rate; gauges: median value), summed like the window level: median_x of int_signal_series()
+-- (int_signal_noise.sql), the one per-series pass int_signal_noise reads too. A counter's
+-- reset intervals are left out of it, as int_signal_noise leaves them out (a reset interval's
+-- rate is the restarted counter's value over the interval, not the series' rate; its rate is
+-- not null: stg_counter_deltas gives it delta = the new value). Before issue 18 they counted.
+-- Measured: on the 512-node bench day one series has a reset interval (with a rate) and its
+-- median is the same either way; the stall_cases lakes' stalls, causes and scores are too.
 -- Host roles: is_rank_node (ran ranks), is_target (received writes: a pool target, or the node
 -- of a local device '<node>:<device>'), is_slow_host (a slow rank of stall_ranks ran or wrote
 -- there).
@@ -26,10 +32,7 @@ ranks as (
     select * from stall_ranks
 ),
 
--- Not materialised (here and series_samples below): two readers, the baselines and the window
--- join, would otherwise have DuckDB store every sample first (~21 M rows of a 512-node day:
--- gigabytes spilled under a 2 GB cap); each reader scans only the columns it needs.
-samples as not materialized (
+samples as (
     select * from int_signal_samples
 ),
 
@@ -61,8 +64,8 @@ host_roles as (
 
 -- Every host's samples, not only the stalls' hosts: a semi join here has DuckDB build its hash
 -- table on the ~20 M samples of a 512-node day (its estimate of them is far too low); the
--- window join below keeps the stalls' hosts, and unused baselines cost one median each.
-series_samples as not materialized (
+-- window join below keeps the stalls' hosts.
+series_samples as (
     select
         samples.*,
         case
@@ -74,17 +77,8 @@ series_samples as not materialized (
 ),
 
 baselines as (
-    select
-        host,
-        family,
-        signal_group,
-        device,
-        port,
-        signal,
-        median(rate_per_s) as base_rate_per_s,
-        median(value) as base_value,
-    from series_samples
-    group by host, family, signal_group, device, port, signal
+    select host, device, port, signal, median_x,
+    from int_signal_series()
 ),
 
 stall_hosts as (
@@ -156,8 +150,8 @@ per_group as (
         min(per_series.window_min) as level_min,
         max(per_series.window_max) as level_max,
         case
-            when any_value(per_series.kind) = 'counter' then sum(baselines.base_rate_per_s)
-            else avg(baselines.base_value)
+            when any_value(per_series.kind) = 'counter' then sum(baselines.median_x)
+            else avg(baselines.median_x)
         end as baseline_level,
         bool_or(per_series.any_saturated) as any_saturated,
         bool_or(per_series.any_reset) as any_reset,

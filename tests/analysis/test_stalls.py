@@ -11,7 +11,7 @@ from tests.stall_cases import STALL_STEP, Case, build
 
 from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.analysis.findings import attribute_stalls
-from ckptwatch.analysis.stalls import PINNED_VIEWS, one_thread, pinned_views
+from ckptwatch.analysis.stalls import PINNED_SERIES, PINNED_VIEWS, one_thread, pinned_views
 from ckptwatch.lake.query import connect
 
 
@@ -142,6 +142,35 @@ def test_pinned_views_are_restored_when_the_block_fails(tmp_path: Path) -> None:
         con.execute("select no_such_column from stall_ranks").fetchall()
     assert _view_sql(con) == views
     assert con.execute("select count(*) from duckdb_tables() where temporary").fetchone() == (0,)
+
+
+def _macro_sql(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return dict(con.execute("select function_name, macro_definition from duckdb_functions() "
+                            "where function_type = 'table_macro' and not internal").fetchall())
+
+
+def test_pinned_series_are_computed_once_for_both_readers_and_restored(tmp_path: Path) -> None:
+    con = connect(build(tmp_path / "lake", Case(stall="gc")))
+    DetectionSettings().apply(con)
+    macros, views = _macro_sql(con), _view_sql(con)
+    order = "order by all"
+    series = con.execute(f"select * from int_signal_series() {order}").fetchall()
+    signals = con.execute(f"select * from stall_signals {order}").fetchall()
+    noise = con.execute(f"select * from int_signal_noise {order}").fetchall()
+    assert series and signals and noise
+    with pinned_views(con, PINNED_SERIES, single_thread=True):
+        assert "pinned_int_signal_series" in _macro_sql(con)["int_signal_series"]
+        assert con.execute("select current_setting('threads')").fetchone() != (1,)
+        assert con.execute(f"select * from stall_signals {order}").fetchall() == signals
+        # Both readers read the one table: its rows changed, both see it.
+        con.execute("update temp.pinned_int_signal_series set median_x = null")
+        assert con.execute("select count(*) from stall_signals "
+                           "where baseline_level is not null").fetchone() == (0,)
+        assert con.execute("select count(*) from int_signal_noise where median_level is not null "
+                           "and signal <> 'write_amplification'").fetchone() == (0,)
+    assert _macro_sql(con) == macros and _view_sql(con) == views
+    assert con.execute("select count(*) from duckdb_tables() where temporary").fetchone() == (0,)
+    assert con.execute(f"select * from int_signal_series() {order}").fetchall() == series
 
 
 def test_one_thread_runs_the_block_on_one_thread_and_restores_the_setting() -> None:

@@ -344,6 +344,29 @@ def test_stall_signals_weigh_each_interval_by_its_seconds_inside_the_window(lake
     assert got["gc_active"]["level"] == pytest.approx((0.0 * 1 + 1.0 * 19) / 20)
 
 
+def test_stall_signals_baseline_and_noise_are_one_per_series_median_without_resets(
+        lake: Path) -> None:
+    # One pause counter on n0 around the stall's window [1005, 1025]: rates 1, 1, 3, 3 /s over
+    # four 10 s intervals, then a reset (80 -> 1: delta 1, rate 0.1/s). Without the reset
+    # interval the median rate is (1 + 3) / 2 = 2 and the MAD 1; with it, it would be 1.
+    seed(lake, "checkpoint_writes", [write("j1", s, 0, 5.0, start=100.0 * s) for s in (1, 2, 3)]
+         + [write("j1", 4, 0, 20.0, start=1005.0)])
+    seed(lake, "fabric_counters", [
+        {"ts": at(t), "node": "n0", "device": "mlx5_0", "port": "1", "counter": "rx_prio3_pause",
+         "value": v, "source": "ethtool"}
+        for t, v in [(1000, 0.0), (1010, 10.0), (1020, 20.0), (1030, 50.0), (1040, 80.0),
+                     (1050, 1.0)]])
+    series = query(lake, "select signal, n_samples, median_x, mad_x from int_signal_series()")
+    assert series == [{"signal": "rx_prio3_pause", "n_samples": 4, "median_x": 2.0,
+                       "mad_x": 1.0}]
+    signals = query(lake, "select baseline_level, any_reset from stall_signals "
+                          "where step = 4 and signal = 'pause'")
+    assert signals == [{"baseline_level": 2.0, "any_reset": False}]
+    noise = query(lake, "select median_level, mad_level, n_samples from int_signal_noise "
+                        "where signal = 'pause'")
+    assert noise == [{"median_level": 2.0, "mad_level": 1.0, "n_samples": 4}]
+
+
 def test_both_window_marts_read_the_one_window_to_samples_join() -> None:
     for mart in ("counter_windows", "stall_signals"):
         text = re.sub(r"--[^\n]*", "", (sql_dir() / "marts" / f"{mart}.sql").read_text())

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import duckdb
@@ -225,31 +225,60 @@ def _separation(stands_out: Mapping[str, bool], ranks: pl.DataFrame, col: str) -
 #: pinned: a million rows held through the signal queries leave those too little under a
 #: 2 GB cap. In this order, so that each is computed from the pinned ones before it.
 PINNED_VIEWS: tuple[str, ...] = ("checkpoint_latency", "stalls", "stall_ranks")
+#: The per-series statistics (``int_signal_series()``, a table macro of int_signal_noise.sql:
+#: each series' median and MAD, one pass over every sample) that both ``stall_signals`` (its
+#: baselines) and ``int_signal_noise`` read: computed once per call, on one thread
+#: (:func:`one_thread`), a row per series. Pinned only when there are stalls to attribute.
+PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
+
+
+def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    """The statement that creates ``name`` again: a view of the connection, or a table macro
+    without parameters (as ``int_signal_series``); None when it has neither."""
+    row = con.execute("select sql from duckdb_views() where view_name = ? "
+                      "and schema_name = 'main' and not temporary", [name]).fetchone()
+    if row is not None:
+        return str(row[0])
+    row = con.execute("select macro_definition from duckdb_functions() where function_name = ? "
+                      "and schema_name = 'main' and function_type = 'table_macro' "
+                      "and len(parameters) = 0", [name]).fetchone()
+    if row is not None:
+        return f'create or replace macro "{name}"() as table {row[0]}'
+    return None
 
 
 @contextmanager
-def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Iterator[None]:
-    """Within the block, each view of ``names`` the connection has reads a temporary table of
-    its rows, computed once on entry (the views reading it see the same rows, now without
-    recomputing them); on exit the views are as they were and the tables are gone. A view's
-    rows depend on the session variables set before entry (detection settings)."""
+def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
+                 single_thread: bool = False) -> Iterator[None]:
+    """Within the block, each view of ``names`` the connection has (or table macro without
+    parameters) reads a temporary table of its rows, computed once on entry (``single_thread``:
+    on one thread) (the views reading it see the same rows, now without recomputing them); on
+    exit the views are as they were and the tables are gone. A view's rows depend on the
+    session variables set before entry (detection settings)."""
     saved: list[tuple[str, str]] = []
     try:
         for name in names:
-            row = con.execute("select sql from duckdb_views() where view_name = ? "
-                              "and schema_name = 'main' and not temporary", [name]).fetchone()
-            if row is None:  # not built on this connection
+            sql = _definition(con, name)
+            if sql is None:  # not built on this connection
                 continue
+            is_view = not sql.startswith("create or replace macro")
             # Identifiers from PINNED_VIEWS (a constant), not values: no parameter for them.
-            con.execute(f'create or replace temp table "pinned_{name}" as '
-                        f'select * from "{name}"').fetchall()
-            saved.append((name, str(row[0])))
-            con.execute(f'create or replace view "{name}" as '
-                        f'select * from temp."pinned_{name}"').fetchall()
+            source = f'"{name}"' if is_view else f'"{name}"()'
+            with one_thread(con) if single_thread else nullcontext():
+                con.execute(f'create or replace temp table "pinned_{name}" as '
+                            f'select * from {source}').fetchall()
+            saved.append((name, sql))
+            if is_view:
+                con.execute(f'create or replace view "{name}" as '
+                            f'select * from temp."pinned_{name}"').fetchall()
+            else:
+                con.execute(f'create or replace macro "{name}"() as table '
+                            f'select * from temp."pinned_{name}"').fetchall()
         yield
     finally:
         for name, sql in reversed(saved):
-            con.execute(f'drop view if exists "{name}"').fetchall()
+            if not sql.startswith("create or replace macro"):
+                con.execute(f'drop view if exists "{name}"').fetchall()
             con.execute(sql).fetchall()
             con.execute(f'drop table if exists temp."pinned_{name}"').fetchall()
 
@@ -257,9 +286,9 @@ def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Iterat
 @contextmanager
 def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """Within the block, DuckDB runs on one thread (then as many as before). For the series'
-    medians and MADs (``int_signal_noise``): every thread holds its own share of every series'
-    values, and over a 512-node day (21 M samples) two threads need more than a 2 GB cap
-    allows (1.3 GB peak on one); the same rows either way."""
+    medians and MADs (``int_signal_series()``): every thread holds its own share of every
+    series' values, and over a 512-node day (21 M samples) two threads need more than a 2 GB
+    cap allows (1.3 GB peak on one); the same rows either way."""
     threads = con.execute("select current_setting('threads')").fetchone()
     con.execute("set threads = 1").fetchall()
     try:
@@ -281,10 +310,10 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
         return stalls.with_columns([pl.lit(None, pl.Float64).alias(f) for f in FEATURES])
     ranks = run_sql(con, "select * from stall_ranks where ($job is null or job_id = $job)",
                     {"job": job})
-    signals = run_sql(con, "select * from stall_signals where ($job is null or job_id = $job)",
-                      {"job": job})
-    hosts = sorted(set(signals["host"].to_list()))
-    with one_thread(con):
+    with pinned_views(con, PINNED_SERIES, single_thread=True):
+        signals = run_sql(con, "select * from stall_signals "
+                          "where ($job is null or job_id = $job)", {"job": job})
+        hosts = sorted(set(signals["host"].to_list()))
         noise = run_sql(con, "select * from int_signal_noise where list_contains($hosts, host)",
                         {"hosts": hosts})
     history = run_sql(con, """
