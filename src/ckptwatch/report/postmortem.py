@@ -29,9 +29,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from ckptwatch.analysis.findings import StallRecord
+from ckptwatch.analysis.findings import ATTRIBUTION_VIEWS, StallRecord
 from ckptwatch.errors import StallNotFoundError
 from ckptwatch.lake.query import connect, run_sql
+from ckptwatch.report.slow_hosts import SLOW_HOSTS_VIEWS, slow_hosts
 from ckptwatch.safetext import escape_controls
 
 #: The phases of a rank's checkpoint write, in the order they happen.
@@ -112,6 +113,13 @@ def unknown_job(con: duckdb.DuckDBPyConnection, lake: Path | str, job: str) -> s
                            f"{', '.join(jobs) or 'none'})")
 
 
+#: The views a post-mortem reads (``connect(..., views=...)`` builds these and what they read,
+#: not every view of ``sql/``): the attribution's, and the marts of the cells below.
+POSTMORTEM_VIEWS = (*ATTRIBUTION_VIEWS, *SLOW_HOSTS_VIEWS, "checkpoint_latency",
+                    "checkpoint_ranks", "postmortem_signals", "stg_checkpoint_writes",
+                    "int_node_leaves")
+
+
 def open_stall(lake: Path | str, job: str, step: int | None = None, *,
                con: duckdb.DuckDBPyConnection | None = None) -> StallCase:
     """Connect to the lake and find the stall ``job``/``step`` (``step`` None: the worst one).
@@ -121,7 +129,7 @@ def open_stall(lake: Path | str, job: str, step: int | None = None, *,
     from ckptwatch.analysis.attribution import load_default_model
     from ckptwatch.analysis.findings import attribute_stalls
 
-    con = con or connect(lake)
+    con = con or connect(lake, views=POSTMORTEM_VIEWS)
     model = load_default_model()
     reports = attribute_stalls(con, job=job, model=model).stalls
     if not reports:
@@ -378,7 +386,6 @@ def chronic_slow_hosts(case: StallCase) -> pl.DataFrame:
     over the job's checkpoints, docs/slow-hosts.md), most consistently slow first, and whether
     each held slow ranks of this stall (``slow_here``): a stall on a host that is always a
     little slow is a different story from one on a healthy host."""
-    from ckptwatch.report.slow_hosts import slow_hosts
 
     hosts = slow_hosts(case.con, case.job)
     here = run_sql(case.con, """
