@@ -5,7 +5,9 @@
 -- (source_table, host, device, port, pool, counter) once per day in LAKE/derived/counter_series;
 -- joined here on (date, series_id). Read through int_signal_counter_deltas, and only when
 -- ckptwatch has checked that every day read is fresh (variable counter_deltas_derived). The
--- days read: lake_since / lake_until, as for the lake tables.
+-- days read: lake_since / lake_until, as for the lake tables. Every part of a layout has one
+-- schema (a day of another layout is stale, never read), so the parts are read without
+-- union_by_name: binding then opens one footer, not every part's, before the scan reads them.
 create or replace view derived_counter_deltas as
 with
 deltas as (
@@ -13,8 +15,7 @@ deltas as (
     from read_parquet(
         getvariable('lake') || '/derived/counter_deltas/*/*.parquet',
         hive_partitioning = true,
-        hive_types = {'date': date},
-        union_by_name = true
+        hive_types = {'date': date}
     )
     where
         date >= coalesce(getvariable('lake_since'), date '0001-01-01')
@@ -26,8 +27,7 @@ series as (
     from read_parquet(
         getvariable('lake') || '/derived/counter_series/*/*.parquet',
         hive_partitioning = true,
-        hive_types = {'date': date},
-        union_by_name = true
+        hive_types = {'date': date}
     )
     where
         date >= coalesce(getvariable('lake_since'), date '0001-01-01')

@@ -349,3 +349,79 @@ def test_nightly_days_end_on_the_newest_checkpoint_day(lake: Path) -> None:
     assert nightly_days(lake, date(2026, 11, 20), 0) == (date(2026, 11, 20), date(2026, 11, 20))
     with pytest.raises(ConfigError, match="lookback days must be 0 or more, not -1"):
         nightly_days(lake, None, -1)
+
+
+def test_a_re_sent_sample_whose_later_ingest_is_invalid_is_skipped_whole(lake: Path) -> None:
+    # stg_counter_deltas dedups re-sent samples in its window pass: at ts 10 the later ingest
+    # (-1, not a reading) wins over 30, so 20 is measured from 10, not from the superseded 30;
+    # n1's series has no re-sent sample and is computed in the same pass.
+    later = INGESTED + timedelta(hours=1)
+    seed(lake, "fabric_counters", [fabric(0, 10), fabric(10, 30), fabric(20, 20),
+                                   fabric(0, 5, node="n1"), fabric(10, 8, node="n1")], part="a")
+    seed(lake, "fabric_counters", [fabric(10, -1, ingested_ts=later)], part="b")
+    got = rows(lake, "select host, ts, value, prev_value, delta, reset, invalid "
+                     "from stg_counter_deltas order by host, ts")
+    assert [(r["host"], r["value"], r["prev_value"], r["delta"], r["reset"], r["invalid"])
+            for r in got] == [
+        ("n0", 10.0, None, None, False, False), ("n0", -1.0, 10.0, None, False, True),
+        ("n0", 20.0, 10.0, 10.0, False, False),
+        ("n1", 5.0, None, None, False, False), ("n1", 8.0, 5.0, 3.0, False, False)]
+
+
+#: The deltas of stg_fabric_counters' deduplicated samples (a group-by, then the rules): the
+#: oracle of the window pass's own dedup of re-sent samples.
+DEDUP_FIRST = """
+    with
+    samples as (
+        select
+            'fabric_counters' as source_table, node as host, device, port,
+            cast(null as varchar) as pool, counter, ts, value,
+            cast(0 as hugeint) as version, false as is_carry,
+        from stg_fabric_counters
+    )
+    select * from counter_deltas_over('samples') order by host, ts
+"""
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["n0", "n1"]), st.integers(0, 5),
+                          st.one_of(st.integers(0, 100).map(float), st.just(IB32_MAX),
+                                    st.just(-1.0)),
+                          st.integers(0, 2), st.sampled_from(["f0", "f1"])),
+                min_size=1, max_size=14))
+def test_re_sent_samples_give_the_rows_of_a_dedup_first(
+        delta_con: duckdb.DuckDBPyConnection,
+        samples: list[tuple[str, int, float, int, str]]) -> None:
+    """Any mix of re-sent samples (same series and ts; later ingests, other files, exact
+    copies) gives the rows of deduplicating first (stg_fabric_counters) and then the rules."""
+    schema = TABLES["fabric_counters"].schema
+    table = pa.table({
+        "ts": [at(10 * t) for _, t, _, _, _ in samples], "node": [n for n, *_ in samples],
+        "device": ["d"] * len(samples), "port": ["1"] * len(samples),
+        "counter": ["port_xmit_wait"] * len(samples), "value": [v for _, _, v, _, _ in samples],
+        "source": ["s"] * len(samples), "source_file": [f for *_, f in samples],
+        "ingested_ts": [INGESTED + timedelta(hours=h) for _, _, _, h, _ in samples],
+    }, schema=schema)
+    # one winner per (node, ts): a tie of ingest and file (the same file sent twice with other
+    # values) has no defined winner, in stg_fabric_counters as here
+    winners = without_undefined_ties(samples)
+    table = table.filter(pa.array(winners))
+    delta_con.register("seeded", table)
+    delta_con.execute("create or replace table fabric_counters as select * from seeded")
+    got = delta_con.execute("select * from stg_counter_deltas order by host, ts").fetchall()
+    want = delta_con.execute(DEDUP_FIRST).fetchall()
+    assert got == want
+    assert len(got) == len({(n, t) for n, t, *_ in samples})
+
+
+def without_undefined_ties(samples: list[tuple[str, int, float, int, str]]) -> list[bool]:
+    """Keep a sample unless an earlier one has the same node, ts, ingest and file but another
+    value (the winner of such a tie is not defined)."""
+    seen: dict[tuple[str, int, int, str], float] = {}
+    keep = []
+    for node, t, value, hours, file in samples:
+        key = (node, t, hours, file)
+        keep.append(key not in seen or seen[key] == value)
+        seen.setdefault(key, value)
+    return keep

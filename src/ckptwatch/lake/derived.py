@@ -11,9 +11,10 @@ Layout (never read as input: no ingest, no lake view of a raw table reads ``deri
     LAKE/derived/counter_deltas.json                               {day: fingerprint}
 
 A day's rows are those of ``stg_counter_deltas`` over every day of the lake whose ``ts`` falls
-on that day: :func:`refresh` computes them with ``counter_deltas_over`` (the macro of
-``sql/staging/stg_counter_deltas.sql``, the one rule set) over the day's samples and, as carry
-rows, the previous day's state, so a series' ``prev`` crosses days and files as in one pass.
+on that day: :func:`refresh` computes them with ``counter_deltas_by_series`` and
+``counter_series_of`` (the macros of ``sql/staging/stg_counter_deltas.sql``, the one rule set,
+whose ``counter_deltas_over`` joins the two) over the day's samples and, as carry rows, the
+previous day's state, so a series' ``prev`` crosses days and files as in one pass.
 A day's fingerprint hashes the SQL of the rules, the field limit, the day's raw parts (name,
 size, mtime) of the three counter tables and the previous day's fingerprint: a part ingested
 into a day makes it and every later day stale. A connection reads the materialised rows only
@@ -25,10 +26,12 @@ a crash leaves every finished day valid and the rest stale (recomputed by the ne
 
 The cost is about one ``lag()`` pass (``bench/derived.py`` measures both side by side): a day is
 computed in batches of parts (:func:`_batches`) that cannot share a series, since a series' key
-holds its host and the Parquet footers give each part's host range; each batch's dedup and
-window stay in memory at the nightly cap, where one pass over a 512-node day's 35 M samples
-spilled ~5 GB. The six key strings are written once per series and day, not once per sample:
-encoding them cost more than every other column together.
+holds its host and the Parquet footers give each part's host range; each batch's window (which
+also deduplicates re-sent samples) stays in memory at the nightly cap, where one pass over a
+512-node day's 35 M samples spilled ~5 GB. A batch's rows are computed by series_id, without
+the six key strings (each series' key is one group-by row): the strings are written once per
+series and day, not once per sample (encoding them cost more than every other column
+together), and the day's state is gathered by series_id.
 """
 
 from __future__ import annotations
@@ -93,34 +96,39 @@ STATE_SCHEMA = pa.schema([*(SCHEMA.field(c) for c in _KEY_COLUMNS), SCHEMA.field
 #: The layout's version: part of every day's fingerprint (a day stored by another is stale).
 LAYOUT = "2: deltas by series_id, counter_series"
 
-#: One day's rows: the day's samples with the previous day's state as carry rows.
-_DAY_SQL = f"""
+#: One batch's samples: the day's samples with the previous day's state as carry rows.
+_DAY_SAMPLES = f"""
     with
     samples as (
         select * from stg_counter_samples(null)
         union all by name
         select {_KEY}, ts, value, true as is_carry from counter_carry
     )
-    select * from counter_deltas_over('samples')
 """
-_BATCH_DELTAS_SQL = """
-    select
-        series_id, ts, prev_ts, interval_s, value, prev_value, delta, rate_per_s,
-        reset, wrapped, saturated, invalid,
-    from derived_batch
+#: A batch's rows by series_id (``counter_deltas``: the columns of ``DELTAS_SCHEMA``).
+_BATCH_DELTAS_SQL = f"""
+    create or replace temp table derived_batch as
+    {_DAY_SAMPLES}
+    select * from counter_deltas_by_series('samples')
 """
 #: A batch's series (``counter_series``): one row per series_id.
 _BATCH_SERIES_SQL = f"""
-    select distinct series_id, {_KEY}
-    from derived_batch
+    create or replace temp table derived_batch_series as
+    {_DAY_SAMPLES}
+    select * from counter_series_of('samples')
 """
 #: Each series' last valid sample in a batch (gathered over the day's batches).
 _BATCH_LAST_SQL = f"""
     insert into day_last
-    select {_KEY}, max(ts) as ts, arg_max(value, ts) as value
-    from derived_batch
-    where value >= 0
-    group by all
+    select {", ".join(f"series.{c}" for c in _KEY_COLUMNS)}, last.ts, last.value
+    from (
+        select series_id, max(ts) as ts, arg_max(value, ts) as value
+        from derived_batch
+        where value >= 0
+        group by series_id
+    ) as last
+    inner join derived_batch_series as series
+        on last.series_id = series.series_id
 """
 #: Each series' last valid sample at the end of the day (the next day's carry rows).
 _STATE_SQL = f"""
@@ -398,7 +406,7 @@ def _day_batches(lake: Lake, day: date) -> list[dict[str, list[str]]]:
 def _build_day(lake: Lake, day: date, previous: date | None,
                memory_limit: str | None) -> None:
     """One day's rows, a batch of parts at a time (:func:`_day_batches`: each batch is one
-    DuckDB pass of ``counter_deltas_over`` with the previous day's state as carry rows, small
+    DuckDB pass of ``counter_deltas_by_series`` with the previous day's state as carry rows, small
     enough to stay in memory), its deltas and series written to temp directories and renamed
     into place; then the day's state (the manifest, rewritten by the caller, comes last)."""
     import duckdb  # here: Lake.add_missing_tables imports this module, and ingest needs no DuckDB
@@ -429,13 +437,15 @@ def _build_day(lake: Lake, day: date, previous: date | None,
                 for table, files in batch.items():
                     con.execute(f"SET VARIABLE derived_parts_{table} = ?", [files])
                     con.execute(_BATCH_VIEW.format(table=table))
-                con.execute(f"create or replace temp table derived_batch as {_DAY_SQL}")
-                for table, sql in ((DELTAS, _BATCH_DELTAS_SQL), (SERIES, _BATCH_SERIES_SQL)):
+                con.execute(_BATCH_DELTAS_SQL)
+                con.execute(_BATCH_SERIES_SQL)
+                for table, name in ((DELTAS, "derived_batch"), (SERIES, "derived_batch_series")):
                     out = tmps[table] / f"part-{i:04d}.parquet"
-                    con.sql(sql).write_parquet(str(out), compression="zstd")
+                    con.table(name).write_parquet(str(out), compression="zstd")
                     written.append(out)
                 con.execute(_BATCH_LAST_SQL)
             con.execute("drop table if exists derived_batch")
+            con.execute("drop table if exists derived_batch_series")
             con.sql(_STATE_SQL).write_parquet(str(tmp_state), compression="zstd")
             for f in written:
                 _fsync(f)
