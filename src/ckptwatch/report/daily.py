@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ckptwatch.analysis.findings import StallFindings
 from ckptwatch.lake.query import connect
 from ckptwatch.lake.store import atomic_write_bytes
-from ckptwatch.report.facts import build_report
+from ckptwatch.report.facts import REPORT_VIEWS, build_report
 from ckptwatch.report.html import render_html
 from ckptwatch.settings import Settings
 
@@ -104,7 +104,7 @@ def daily_report(lake_root: Path | str, *, day: date | None, findings: StallFind
                  memory_limit: str | None = None) -> tuple[dict[str, Any], ReportFiles]:
     """Build, render and write the day's report; returns its facts and where it went.
     ``days``, ``memory_limit``: as for :func:`ckptwatch.lake.query.connect`."""
-    con = connect(lake_root, days=days, memory_limit=memory_limit)
+    con = connect(lake_root, days=days, memory_limit=memory_limit, views=REPORT_VIEWS)
     try:
         report = build_report(con, lake_root, day=day, findings=findings, settings=settings,
                               alert_run=alert_run, alerts_error=alerts_error, ingest=ingest,

@@ -29,6 +29,7 @@ from ckptwatch.errors import CkptwatchError, ConfigError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
 from ckptwatch.planning.measure import MEASUREMENT_VIEWS
+from ckptwatch.report.slow_hosts import SLOW_HOSTS_VIEWS, slow_hosts
 from ckptwatch.safetext import shell_command
 from ckptwatch.settings import Settings, redact
 
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
     from ckptwatch.ingest.run import IngestReport
 
 REPORT_VERSION = 1
+#: The views :func:`build_report` reads (``connect(..., views=REPORT_VIEWS)`` builds these and
+#: what they read, not every view of ``sql/``).
+REPORT_VIEWS = ("checkpoint_latency", "report_checkpoints", "int_lake_table_rows",
+                "stg_quarantine", *SLOW_HOSTS_VIEWS)
 QUARANTINE_SQL = "select source_file, line, reason from quarantine order by source_file, line"
 
 
@@ -276,8 +281,6 @@ def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
 def _slow_hosts(con: duckdb.DuckDBPyConnection, job_ids: set[str]) -> list[dict[str, Any]]:
     """The chronic slow hosts (``slow_hosts`` mart, over the days the connection reads) of the
     jobs in the report, most consistently slow first."""
-    from ckptwatch.report.slow_hosts import slow_hosts
-
     return [r for r in slow_hosts(con).to_dicts() if r["job_id"] in job_ids]
 
 
