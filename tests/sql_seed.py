@@ -37,7 +37,7 @@ def seed(root: Path, table: str, rows: list[dict[str, Any]], part: str = "x") ->
 def fabric_deltas(lake_root: Path, rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Parsed fabric rows -> the ``stg_counter_deltas`` view (the one implementation)."""
     Lake(lake_root).init()
-    con = connect(lake_root)
+    con = connect(lake_root, views=("stg_counter_deltas",))  # that view and what it reads
     try:
         con.execute("drop view fabric_counters").fetchall()
         provenance = {"source_file": "test", "ingested_ts": INGESTED}
