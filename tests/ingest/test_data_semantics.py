@@ -38,7 +38,7 @@ def _write_jsonl(path: Path, rows: list[dict[str, object]]) -> None:
 
 
 def _staged(lake: Path) -> pl.DataFrame:
-    con = connect(lake)
+    con = connect(lake, views=("stg_checkpoint_writes",))
     out = run_sql(con, "select rank, duration_s, source_file from stg_checkpoint_writes "
                        "order by rank")
     con.close()
@@ -98,7 +98,7 @@ def test_grown_file_is_read_again_and_counts_once(tmp_path: Path) -> None:
     ingest(tmp_path / "raw", tmp_path / "lake")
     assert Lake(tmp_path / "lake").read("checkpoint_writes").height == 6
     assert _staged(tmp_path / "lake")["rank"].to_list() == [0, 1, 2, 3]
-    con = connect(tmp_path / "lake")
+    con = connect(tmp_path / "lake", views=("checkpoint_latency",))
     assert run_sql(con, "select n_ranks from checkpoint_latency")["n_ranks"].to_list() == [4]
     con.close()
 
@@ -259,7 +259,7 @@ def _skew_lake(root: Path, skew_s: float, *, skew_checkpoints: bool) -> Path:
 
 
 def _windows(lake: Path) -> pl.DataFrame:
-    con = connect(lake)
+    con = connect(lake, views=("counter_windows",))
     out = run_sql(con, "select * from counter_windows where signal = 'rx_prio3_pause' "
                        "order by host")
     con.close()
