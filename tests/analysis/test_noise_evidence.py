@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.stall_cases import INTERVAL_S, STALL_STEP, Case, build
 
-from ckptwatch.analysis.findings import attribute_stalls
+from ckptwatch.analysis.findings import ATTRIBUTION_VIEWS, attribute_stalls
 from ckptwatch.lake.query import connect, run_sql
 
 STALL_T = 60 + STALL_STEP * INTERVAL_S
@@ -23,7 +23,9 @@ def _stall(tmp_path: Path, case: Case) -> dict[str, Any]:
 
 
 def _only_stall(lake: Path) -> dict[str, Any]:
-    [stall] = [s.to_dict() for s in attribute_stalls(connect(lake)).stalls]
+    con = connect(lake, views=ATTRIBUTION_VIEWS)  # what find_stalls builds
+    [stall] = [s.to_dict() for s in attribute_stalls(con).stalls]
+    con.close()
     return stall
 
 
@@ -93,7 +95,7 @@ def test_a_missing_telemetry_family_gives_unknown_never_a_wrong_cause(
 
 
 def test_noise_is_each_series_own_median_and_mad(wa_gc_lake: Path) -> None:
-    con = connect(wa_gc_lake)
+    con = connect(wa_gc_lake, views=("int_signal_noise",))
     rows = run_sql(con, """
         select host, signal, median_level, mad_level, median_interval_s
         from int_signal_noise where signal in ('write_amplification', 'pause')
