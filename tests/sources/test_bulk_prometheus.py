@@ -116,6 +116,30 @@ def test_scrape_without_fabric_counters_is_rejected_alike(
     assert counts["declined"] == 2
 
 
+def test_derived_series_that_clash_are_added_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two counters with one alias give it once (the first's value); an alias the scrape
+    gives itself, or a word count it gives, is not added again; a series given twice keeps
+    its first place and last value."""
+    counts = count_bulk(monkeypatch)
+    text = ('node_ethtool_port_received_dropped{device="eth2"} 4\n'
+            'node_ethtool_received_dropped_nic{device="eth2"} 9\n'
+            'node_ethtool_received_ecn_mark{device="eth2"} 3\n'
+            'node_ethtool_ecn_marked{device="eth2"} 5\n'
+            'node_infiniband_port_data_received_bytes_total{device="mlx5_0",port="1"} 40\n'
+            'node_infiniband_port_rcv_data{device="mlx5_0",port="1"} 7\n')
+    distinct = assert_bulk_matches_one_by_one(envelopes([text]))
+    twice = assert_bulk_matches_one_by_one(envelopes(
+        [text + 'node_ethtool_received_ecn_mark{device="eth2"} 8\n']))
+    assert counts == {"given": 2, "declined": 0}
+    for out, ecn in ((distinct, 3.0), (twice, 8.0)):
+        df = pl.concat(out.frames["fabric_counters"])
+        got = dict(zip(df["counter"], df["value"], strict=False))
+        assert df["counter"].to_list().count("rx_discards") == 1 and got["rx_discards"] == 4.0
+        assert df["counter"].to_list().count("ecn_marked") == 1 and got["ecn_marked"] == 5.0
+        assert got["port_rcv_data"] == 7.0 and got["rx_ecn_mark"] == ecn
+        assert df["counter"].to_list().index("rx_ecn_mark") == 2
+
+
 # -- generated variants -----------------------------------------------------------------------
 def _real_samples() -> list[str]:
     lines = [line for text in (IB_PROM.read_text(), ETHTOOL_SCRAPE)
@@ -153,6 +177,16 @@ _VALUES = st.one_of(st.integers(-2 ** 70, 2 ** 70).map(str),
 _ODD_VALUES = st.sampled_from(["1_000", "0x10", "abc", "", "1e", "--1", "Infinity", "+nan"])
 _STAMPS = st.sampled_from([" 1764331200000", " -5", " 99999999999999999999"])
 _SPACE = st.sampled_from([" ", " ", "  ", "\t"])
+#: Whole lines whose series (``name{labels}``) and value the bulk path cuts apart by where the
+#: braces and blanks fall: a blank before the brace, a brace left open, closed twice or before
+#: it opens, no blank before the value, a brace in the value, blanks around the value.
+_ODD_LINES = st.sampled_from([
+    *(f"node_ethtool_received_ecn_mark{rest}" for rest in [
+        ' {device="eth2"} 5', '{device="eth2" 5', '}{device="eth2"} 5', '{device="eth2"}} 5',
+        '{device="eth2"}5', '{device="eth2"} 5{}', '{device="eth2"}\t5\t', " 5"]),
+    *(f"node_infiniband_link_downed_total{rest}" for rest in [
+        '\t{ port="1" ,device="mlx5_0" }  7', '{device="mlx5_0"}', "{}", "{} 1"]),
+    '{device="mlx5_0"} 1', "node_infiniband_port_xmit_data "])
 
 
 def _mostly(draw: st.DrawFn, usual: st.SearchStrategy[Any], odd: st.SearchStrategy[Any]) -> Any:
@@ -163,6 +197,8 @@ def _mostly(draw: st.DrawFn, usual: st.SearchStrategy[Any], odd: st.SearchStrate
 def _sample(draw: st.DrawFn) -> str:
     if draw(st.integers(0, 3)) == 0:  # a real sample line as it stands
         return draw(st.sampled_from(_real_samples()))
+    if draw(st.integers(0, 19)) == 0:
+        return draw(_ODD_LINES)
     labels = _mostly(draw, _LABELS, _ODD_LABELS)
     return (_mostly(draw, _NAMES, _ODD_NAMES) + ("" if labels is None else "{" + labels + "}")
             + draw(_SPACE) + _mostly(draw, _VALUES, _ODD_VALUES)

@@ -106,7 +106,7 @@ def quick_json(line: str) -> Any:
 
 #: Types of the values of a JSON object that orjson reads exactly as ``json`` does: an
 #: integer orjson cannot hold exactly (beyond 64 bits) it reads as a float, never as one of these.
-_EXACT_TYPES = (str, int, bool, type(None))
+_EXACT_TYPES = frozenset((str, int, bool, type(None)))
 
 
 def read_json_line(line: str, long_digits: Callable[[], bool]) -> Any:
@@ -116,7 +116,7 @@ def read_json_line(line: str, long_digits: Callable[[], bool]) -> Any:
     ``long_digits()``, asked only otherwise, says the line has no run of 19 digits
     (``LONG_DIGITS``); else the line is read with ``json``."""
     value = quick_json(line)
-    if type(value) is dict and all(type(v) in _EXACT_TYPES for v in value.values()):
+    if type(value) is dict and _EXACT_TYPES.issuperset(map(type, value.values())):
         return value
     return load_json(line, one_line=True) if long_digits() else value
 

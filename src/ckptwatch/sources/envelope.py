@@ -335,9 +335,10 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool) -> _Scan:
                 else load_json(line, one_line=True)
             if not isinstance(env, dict):
                 raise RecordError(f"expected a JSON object, got {type(env).__name__}")
-            for key in env:
-                if key not in ENVELOPE_KEYS:
-                    extra.setdefault(safe_text(str(key))[:80], i)
+            if not ENVELOPE_KEYS.issuperset(env):  # keys not read: noted, in line order
+                for key in env:
+                    if key not in ENVELOPE_KEYS:
+                        extra.setdefault(safe_text(str(key))[:80], i)
             if "output" not in env:
                 raise RecordError("envelope has no 'output'")
             node = env.get("node") or default_node

@@ -439,31 +439,41 @@ def _ocp_layout(lines: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     and a value starts after a separator, never inside a run of digits. The value text is
     then the line's own, from that place on (``_ocp_values``).
     """
-    body = pl.col("__s").str.strip_chars_end(" \t")  # without the trailing blanks
-    head = body.str.strip_chars_end("0123456789")  # and without the last run of digits
-    lines = lines.with_columns(
-        head.alias("__k"), (body.str.len_bytes().cast(pl.Int64)
-                            - head.str.len_bytes().cast(pl.Int64)).alias("__dl"))
-    keys = lines.select("__k", (pl.col("__dl") > 0).alias("__d")).unique()
+    # each step materialised before the next (an expression used twice in one select is
+    # computed twice): the line without its trailing blanks, then without its last digits
+    lines = lines.with_columns(pl.col("__s").str.strip_chars_end(" \t").alias("__b")) \
+        .with_columns(pl.col("__b").str.strip_chars_end("0123456789").alias("__k")) \
+        .with_columns((pl.col("__b").str.len_bytes().cast(pl.Int64)
+                       - pl.col("__k").str.len_bytes().cast(pl.Int64)).alias("__dl")) \
+        .drop("__b")
+    # one key to join on: each head read both ways (with and without its digits cut)
+    keys = lines.select("__k").unique()
     if len(_LAYOUTS) > _LAYOUTS_MAX:
         _LAYOUTS.clear()
     found = []
-    for key in keys.iter_rows():
-        got = _LAYOUTS.get(key)
-        if got is None:
-            got = _layout_of(*key)
-            if len(key[0]) <= _LAYOUT_CHARS:  # a hostile file's long lines are not kept
-                _LAYOUTS[key] = got
-        found.append(got)
+    for (head,) in keys.iter_rows():
+        both: list[bool | int | None] = []
+        for cut in (False, True):
+            got = _LAYOUTS.get((head, cut))
+            if got is None:
+                got = _layout_of(head, cut)
+                if len(head) <= _LAYOUT_CHARS:  # a hostile file's long lines are not kept
+                    _LAYOUTS[(head, cut)] = got
+            both.extend(got)
+        found.append(both)
     layouts = keys.hstack(pl.DataFrame(
-        found, orient="row", schema={"__err": pl.Boolean, "__code": pl.Int64,
-                                     "__vl": pl.Int64}))
-    lines = lines.with_columns((pl.col("__dl") > 0).alias("__d")).join(
-        layouts, on=["__k", "__d"], how="left", maintain_order="left")
+        found, orient="row", schema={f"{c}{d}": t for d in (0, 1) for c, t in (
+            ("__err", pl.Boolean), ("__code", pl.Int64), ("__vl", pl.Int64))}))
+    cut_digits = pl.col("__dl") > 0
+    lines = lines.join(layouts, on="__k", how="left", maintain_order="left").with_columns(
+        *[pl.when(cut_digits).then(pl.col(f"{c}1")).otherwise(pl.col(f"{c}0")).alias(c)
+          for c in ("__err", "__code", "__vl")])
     # the value text's length in the line itself: its digits for the layout's "9"
     return lines.with_columns(
         (pl.col("__vl") + (pl.col("__dl") - 1).clip(0)).alias("__vl")
-    ).drop("__k", "__d", "__dl"), _OCP_KNOWN
+    ).drop("__k", "__dl", *[f"{c}{d}" for d in (0, 1) for c in ("__err", "__code", "__vl")]
+           ), _OCP_KNOWN
+
 
 
 def _ocp_values(fields: pl.DataFrame) -> pl.Series:

@@ -266,16 +266,49 @@ _BULK_LABEL = rf'[a-zA-Z_][a-zA-Z0-9_]*{_WS}*={_WS}*"[^"\\{{}}]*"'
 #: ``float`` reads them, and the non-finite spellings ``float`` reads (skipped: no reading).
 _BULK_NUMBER = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _BULK_NON_FINITE = r"[+-]?(?i:inf|infinity|nan)"
-#: A whole sample line the bulk path reads, exactly as ``_SAMPLE``, ``parse_labels`` and
-#: ``parse_value`` read it: ``name{labels} value`` with a label set ``parse_labels`` accepts
-#: (after ``strip``), no sample timestamp, no brace or backslash inside the labels (so
-#: ``_SAMPLE``'s greedy label group can only end at the one ``}``).
-_BULK_SAMPLE = (
-    rf"^{_NAME}{_WS}*(?:\{{{_WS}*(?:{_WS}*{_BULK_LABEL}{_WS}*,)*(?:{_WS}*{_BULK_LABEL}{_WS}*)?"
-    rf"{_WS}*\}})?{_WS}+(?:{_BULK_NUMBER}|{_BULK_NON_FINITE}){_WS}*$")
-_BULK_KEY_VALUE = rf'^([a-zA-Z_][a-zA-Z0-9_]*){_WS}*={_WS}*"([^"]*)"$'
-#: The families ``parse_prometheus`` files as fabric counters.
-_FABRIC_PREFIXES = ("node_infiniband_", "node_ethtool_")
+#: A sample line the bulk path reads is a series (``_BULK_SERIES``) and then its value
+#: (``_BULK_REST``), exactly as ``_SAMPLE``, ``parse_labels`` and ``parse_value`` read it:
+#: ``name{labels} value`` with a label set ``parse_labels`` accepts (after ``strip``), no sample
+#: timestamp, no brace or backslash inside the labels (so ``_SAMPLE``'s greedy label group can
+#: only end at the one ``}``, where the series ends).
+_BULK_LABELS = rf"(?:{_WS}*{_BULK_LABEL}{_WS}*,)*(?:{_WS}*{_BULK_LABEL}{_WS}*)?{_WS}*"
+_BULK_SERIES = rf"^{_NAME}{_WS}*(?:\{{{_BULK_LABELS}\}})?$"
+_BULK_REST = rf"^{_WS}+(?:{_BULK_NUMBER}|{_BULK_NON_FINITE}){_WS}*$"
+
+
+def _last_label_pattern(key: str) -> str:
+    """The value of the last label ``key`` in a valid label set (``_BULK_LABELS``): whole
+    labels are skipped from the start (a value holds no quote, so each label's end is
+    certain), greedily, so the one captured is the last ``key`` given, as a dict keeps it."""
+    return rf'^(?:{_WS}*{_BULK_LABEL}{_WS}*,)*{_WS}*{key}{_WS}*={_WS}*"([^"]*)"'
+
+
+def _series_kinds(series: pl.Series) -> pl.DataFrame:
+    """Per distinct series: ``__ok`` (a form the bulk path reads: ``_BULK_SERIES``, not a
+    smartctl_exporter sample), and for a fabric counter (``_fabric_name``) ``__legacy``,
+    ``counter``, ``__ib`` and its last ``device`` and ``port`` labels (null when absent);
+    ``counter`` is null for a series the fabric rows skip."""
+    s = pl.col("series")
+    kinds = pl.DataFrame({"series": series}).with_columns(
+        (s.str.contains(_BULK_SERIES) & ~s.str.starts_with("smartctl_device")).alias("__ok"),
+        s.str.slice(0, s.str.find(r"[{ \t]")).alias("name"),  # a valid one's name: up to there
+        s.str.find("{", literal=True).alias("__o"))
+    labels = pl.when(pl.col("__o").is_not_null()).then(
+        s.str.slice(pl.col("__o") + 1, s.str.len_bytes() - pl.col("__o") - 2))
+    kinds = kinds.with_columns(labels.str.extract(_last_label_pattern("device")).alias("device"),
+                               labels.str.extract(_last_label_pattern("port")).alias("port"))
+    names = kinds.filter(pl.col("__ok"))["name"].unique().to_list()
+    filed = {n: f for n in names if (f := _fabric_name(n)) is not None}
+    fabric = pl.col("__ok") & pl.col("name").is_in(list(filed))
+    return kinds.select(
+        "series", "__ok",
+        pl.when(fabric).then(pl.col("name").replace_strict(
+            list(filed), [f[0] for f in filed.values()], default=None,
+            return_dtype=pl.Boolean)).alias("__legacy"),
+        pl.when(fabric).then(pl.col("name").replace_strict(
+            list(filed), [f[1] for f in filed.values()], default=None,
+            return_dtype=pl.String)).alias("counter"),
+        pl.col("name").str.starts_with("node_infiniband_").alias("__ib"), "device", "port")
 
 
 @functools.cache
@@ -298,12 +331,6 @@ def _fabric_name(name: str) -> tuple[bool, str] | None:
     return None
 
 
-def _last_label(labels: pl.DataFrame, key: str) -> pl.DataFrame:
-    """``__pos`` and the value of label ``key`` (the last one given, as a dict keeps it)."""
-    return labels.filter(pl.col("__key") == key).unique(
-        "__pos", keep="last", maintain_order=True).select("__pos", pl.col("__val").alias(key))
-
-
 @register_bulk(SOURCE)
 def parse_prometheus_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
     """``parse_prometheus`` over many scrapes at once, for the node_exporter fabric families
@@ -312,56 +339,49 @@ def parse_prometheus_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], p
     follow, in the order of the samples they come from).
 
     Declined, for ``parse_prometheus`` to handle one by one: text that is not plain ASCII, a
-    sample line not of the form ``_BULK_SAMPLE`` (a sample timestamp, braces or escapes in
-    labels, a malformed label set or value), a smartctl_exporter sample (``smartctl_device*``),
-    a counter without a device label, a scrape with no fabric counter.
+    sample line not of the form ``_BULK_SERIES`` then ``_BULK_REST`` (a sample timestamp,
+    braces or escapes in labels, a malformed label set or value), a smartctl_exporter sample
+    (``smartctl_device*``), a counter without a device label, a scrape with no fabric counter.
+
+    Each distinct series is read once (``_series_kinds``); a scrape that gives each series once
+    and no ``legacy_*`` one skips the merging of repeated series, and derived series whose
+    counters cannot clash skip the check that they are new.
     """
     plain = env.select(plain_output(env).fill_null(False)).to_series()
     take = env.filter(plain)
-    lines = take.select(
+    line = pl.col("line")
+    # Each sample line cut by position (literal finds: no regex captures over the lines) into
+    # its series, ``name{labels}`` (up to the one "}" a valid line has) or ``name`` (up to the
+    # first blank), and the rest, `` value``. A line with "{" and no "}" gets the series "",
+    # which is not valid.
+    end = pl.when(line.str.contains("{", literal=True)).then(
+        line.str.find("}", literal=True) + 1).otherwise(line.str.find(_WS)).fill_null(0)
+    lines = take.lazy().select(
         "__env", pl.col("port").alias("__eport"),
         pl.col("output").str.split("\n").alias("line"),
-    ).explode("line").with_columns(pl.col("line").str.strip_chars())
-    lines = lines.filter((pl.col("line") != "") & ~pl.col("line").str.starts_with("#")) \
-        .with_row_index("__pos")
-    line = pl.col("line")
-    bad_env = lines.filter(~line.str.contains(_BULK_SAMPLE) | line.str.starts_with(
-        "smartctl_device"))["__env"].unique()
-    # A valid line has at most one "{" and one "}": its parts are cut out by position.
-    samples = lines.filter(
-        pl.any_horizontal(line.str.starts_with(p) for p in _FABRIC_PREFIXES)
-        & ~pl.col("__env").is_in(bad_env.implode())).with_columns(
-        line.str.find(r"[{ \t]").alias("__n"), line.str.find("{", literal=True).alias("__o"),
-        line.str.find("}", literal=True).alias("__c"))
-    value = pl.when(pl.col("__c").is_not_null()).then(line.str.slice(pl.col("__c") + 1)) \
-        .otherwise(line.str.slice(pl.col("__n"))).str.strip_chars()
-    samples = samples.select(
-        "__env", "__eport", "__pos", line.str.slice(0, pl.col("__n")).alias("name"),
-        line.str.slice(pl.col("__o") + 1, pl.col("__c") - pl.col("__o") - 1).alias("labels"),
-        pl.when(value.str.contains(rf"^{_BULK_NON_FINITE}$")).then(pl.lit(math.nan))
-        .otherwise(value.cast(pl.Float64, strict=False)).alias("value"))
-    unread = samples.filter(pl.col("value").is_null())["__env"]  # a number polars cannot read
+    ).explode("line").filter(~line.str.starts_with("#")).select(  # most comments, unstripped
+        "__env", "__eport", line.str.strip_chars()).filter(
+        (line != "") & ~line.str.starts_with("#")).select(
+        "__env", "__eport", line.str.slice(0, end).alias("series"),
+        line.str.slice(end).alias("rest")).with_row_index("__pos").collect()
+    # A scrape repeats its few series in scrape after scrape: each distinct series is read
+    # once (checked, named, its device and port labels found, filed) and joined back.
+    kinds = _series_kinds(lines["series"].unique())
+    lines = lines.join(kinds, on="series", how="left", maintain_order="left")
+    bad_env = lines.filter(~pl.col("__ok") | ~pl.col("rest").str.contains(_BULK_REST))[
+        "__env"].unique()
+    samples = lines.filter(pl.col("counter").is_not_null()
+                           & ~pl.col("__env").is_in(bad_env.implode())).with_columns(
+        pl.col("rest").str.strip_chars(" \t").cast(pl.Float64, strict=False).alias("value"))
+    # a number polars cannot read (not a non-finite spelling, which is no reading: skipped)
+    unread = samples.filter(pl.col("value").is_null() & ~pl.col("rest").str.contains(
+        rf"^{_WS}*{_BULK_NON_FINITE}{_WS}*$"))["__env"]
     if unread.len():
         bad_env = pl.concat([bad_env, unread]).unique()
         samples = samples.filter(~pl.col("__env").is_in(bad_env.implode()))
     samples = samples.filter(pl.col("value").is_finite())
-    names = samples["name"].unique().to_list()
-    filed = {n: f for n in names if (f := _fabric_name(n)) is not None}
-    if not filed:  # no fabric counter at all: parse_prometheus reads or rejects each scrape
+    if not samples.height:  # no fabric counter at all: parse_prometheus reads or rejects each
         return {}, env["__env"]
-    samples = samples.filter(pl.col("name").is_in(list(filed))).with_columns(
-        pl.col("name").replace_strict(list(filed), [f[0] for f in filed.values()],
-                                      return_dtype=pl.Boolean).alias("__legacy"),
-        pl.col("name").replace_strict(list(filed), [f[1] for f in filed.values()],
-                                      return_dtype=pl.String).alias("counter"),
-        pl.col("name").str.starts_with("node_infiniband_").alias("__ib"))
-    labels = samples.select("__pos", pl.col("labels").str.extract_all(_BULK_LABEL)
-                            .alias("__kv")).explode("__kv").select(
-        "__pos", pl.col("__kv").str.extract_groups(_BULK_KEY_VALUE)
-        .struct.rename_fields(["__key", "__val"]).alias("__m")).unnest("__m")
-    samples = samples.join(_last_label(labels, "device"), on="__pos", how="left",
-                           maintain_order="left") \
-        .join(_last_label(labels, "port"), on="__pos", how="left", maintain_order="left")
     given_port = pl.when(pl.col("__eport") != "").then(pl.col("__eport")).otherwise(pl.lit("1"))
     samples = samples.with_columns(
         pl.when(pl.col("__ib") & pl.col("port").is_not_null()).then(pl.col("port"))
@@ -369,16 +389,22 @@ def parse_prometheus_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], p
     no_device = samples.filter(pl.col("device").fill_null("") == "")["__env"].unique()
     samples = samples.filter(~pl.col("__env").is_in(no_device.implode()))
     keys = ["__env", "device", "port", "counter"]
-    plain_series = samples.filter(~pl.col("__legacy")).group_by(keys, maintain_order=True).agg(
-        pl.col("__pos").first(), pl.col("value").last())
-    legacy = samples.filter(pl.col("__legacy")).group_by(keys, maintain_order=True).agg(
-        pl.col("__pos").first().alias("__lpos"), pl.col("value").last().alias("__lvalue"))
-    # a legacy series wins over the plain one in its place; legacy-only ones follow the rest
-    base = plain_series.join(legacy, on=keys, how="full", coalesce=True).select(
-        *keys, pl.coalesce("__lvalue", "value").alias("value"),
-        pl.col("__pos").is_null().alias("__after"), pl.coalesce("__pos", "__lpos").alias("__o"),
-    ).sort("__env", "__after", "__o").with_columns(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("__k")).drop("__after", "__o")
+    if not samples["__legacy"].any() and samples.select(
+            pl.struct(keys).n_unique()).item() == samples.height:
+        # each series given once, none legacy (the usual scrape): the samples are the series
+        base = samples.select(*keys, "value", pl.int_range(pl.len(), dtype=pl.Int64).alias("__k"))
+    else:
+        plain_series = samples.filter(~pl.col("__legacy")).group_by(
+            keys, maintain_order=True).agg(pl.col("__pos").first(), pl.col("value").last())
+        legacy = samples.filter(pl.col("__legacy")).group_by(keys, maintain_order=True).agg(
+            pl.col("__pos").first().alias("__lpos"), pl.col("value").last().alias("__lvalue"))
+        # a legacy series wins over the plain one in its place; legacy-only ones follow the rest
+        base = plain_series.join(legacy, on=keys, how="full", coalesce=True).select(
+            *keys, pl.coalesce("__lvalue", "value").alias("value"),
+            pl.col("__pos").is_null().alias("__after"),
+            pl.coalesce("__pos", "__lpos").alias("__o"),
+        ).sort("__env", "__after", "__o").with_columns(
+            pl.int_range(pl.len(), dtype=pl.Int64).alias("__k")).drop("__after", "__o")
     counters = base["counter"].unique().to_list()
     words = {c: w for c in counters if (w := _IB_BYTES_TO_WORDS.get(c))}
     aliases = {c: a for c in counters if (a := canonical_alias(c))}
@@ -392,12 +418,20 @@ def parse_prometheus_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], p
                 (pl.col("__k") * 2 + k).alias("__k")))
     rows = base.with_columns(pl.col("__k") * 2)
     if derived:  # each added once, and only when the scrape does not give that series itself
-        extra = pl.concat(derived).sort("__k").join(
-            base.select(keys), on=keys, how="anti", maintain_order="left")
-        extra = extra.filter(pl.struct(keys).is_first_distinct())
+        extra = pl.concat(derived)
+        if len(derived) > 1:
+            extra = extra.sort("__k")
+        # a derived series can only clash with a given one, or with another derived one, when
+        # its counter is a given counter or the target of two (counter, kind) pairs
+        targets = [*words.values(), *aliases.values()]
+        if len(set(targets)) < len(targets) or not set(targets).isdisjoint(counters):
+            extra = extra.join(base.select(keys), on=keys, how="anti", maintain_order="left")
+            extra = extra.filter(pl.struct(keys).is_first_distinct())
         shift = 2 * (base.height + 1)
         rows = pl.concat([rows, extra.with_columns(pl.col("__k") + shift)])
-    rows = rows.sort("__env", "__k").select(
+    # base and extra rows are each in ``__k`` order, every extra one after the base: a stable
+    # sort by envelope puts them in (``__env``, ``__k``) order
+    rows = rows.sort("__env", maintain_order=True).select(
         "__env", pl.col("__k").alias("__idx"), "device", "port", "counter", "value")
     found = rows["__env"].unique()
     declined = pl.concat([env.filter(~plain)["__env"], bad_env, no_device,
