@@ -2,7 +2,14 @@
 -- counters and gauges in one long form, each with the sampling interval it closes:
 -- (prev_ts, ts]. Counters carry delta / rate_per_s / reset / saturated from stg_counter_deltas;
 -- gauges carry value. host = node for fabric and SMART, = target for pool telemetry.
-create or replace view int_signal_samples as
+--
+-- Two table macros beside the view (a macro, not a view, so that
+-- ckptwatch.analysis.stalls.pinned_views can have every reader read one computed table):
+-- int_signal_families(): (source_table, signal, family) of every metric the catalog names
+-- (its first matching rule); int_signal_gauge_samples(): the gauge rows of the view, each
+-- sample with the interval it closes (one lag() pass over every gauge series, read by
+-- stall_signals, int_signal_series() and counter_windows through this view).
+create or replace macro int_signal_families() as table
 with
 catalog as (
     select * from int_signal_catalog
@@ -12,17 +19,7 @@ metric_names as (
     select * from stg_metric_names
 ),
 
--- The deltas of the signal counters only (int_signal_counters; unset: every counter),
--- materialised or computed (int_signal_counter_deltas).
-counter_deltas as (
-    select * from int_signal_counter_deltas
-),
-
-metric_samples as (
-    select * from stg_metric_samples
-),
-
-signal_families as (
+final as (
     select
         metric_names.source_table,
         metric_names.metric as signal,
@@ -32,10 +29,21 @@ signal_families as (
         on metric_names.source_table = catalog.source_table
         and regexp_full_match(metric_names.metric, catalog.signal_pattern)
     group by metric_names.source_table, metric_names.metric
+)
+
+select * from final;
+
+create or replace macro int_signal_gauge_samples() as table
+with
+metric_samples as (
+    select * from stg_metric_samples
 ),
 
--- Each branch meets the catalog (signal_families) before its own lag / union, so only signal
--- series travel on.
+signal_families as (
+    select * from int_signal_families()
+),
+
+-- Meets the catalog (signal_families) before its lag, so only signal series travel on.
 gauges as (
     select
         metric_samples.source_table,
@@ -63,6 +71,47 @@ gauge_intervals as (
     from gauges
 ),
 
+final as (
+    select
+        source_table,
+        family,
+        signal,
+        'gauge' as kind,
+        host,
+        device,
+        port,
+        pool,
+        ts,
+        prev_ts,
+        epoch(ts - prev_ts) as interval_s,
+        value,
+        cast(null as double) as delta,
+        cast(null as double) as rate_per_s,
+        false as reset,
+        false as saturated,
+    from gauge_intervals
+)
+
+select * from final;
+
+create or replace view int_signal_samples as
+with
+-- The deltas of the signal counters only (int_signal_counters; unset: every counter),
+-- materialised or computed (int_signal_counter_deltas).
+counter_deltas as (
+    select * from int_signal_counter_deltas
+),
+
+signal_families as (
+    select * from int_signal_families()
+),
+
+gauges as (
+    select * from int_signal_gauge_samples()
+),
+
+-- The counters meet the catalog (signal_families) before the union, so only signal series
+-- travel on.
 counters as (
     select
         counter_deltas.source_table,
@@ -91,24 +140,7 @@ counters as (
 final as (
     select * from counters
     union all
-    select
-        source_table,
-        family,
-        signal,
-        'gauge' as kind,
-        host,
-        device,
-        port,
-        pool,
-        ts,
-        prev_ts,
-        epoch(ts - prev_ts) as interval_s,
-        value,
-        cast(null as double) as delta,
-        cast(null as double) as rate_per_s,
-        false as reset,
-        false as saturated,
-    from gauge_intervals
+    select * from gauges
 )
 
 select * from final;

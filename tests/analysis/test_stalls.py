@@ -11,7 +11,13 @@ from tests.stall_cases import STALL_STEP, Case, build
 
 from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.analysis.findings import attribute_stalls
-from ckptwatch.analysis.stalls import PINNED_SERIES, PINNED_VIEWS, one_thread, pinned_views
+from ckptwatch.analysis.stalls import (
+    PINNED_SAMPLES,
+    PINNED_SERIES,
+    PINNED_VIEWS,
+    one_thread,
+    pinned_views,
+)
 from ckptwatch.lake.query import connect
 
 
@@ -171,6 +177,42 @@ def test_pinned_series_are_computed_once_for_both_readers_and_restored(tmp_path:
     assert _macro_sql(con) == macros and _view_sql(con) == views
     assert con.execute("select count(*) from duckdb_tables() where temporary").fetchone() == (0,)
     assert con.execute(f"select * from int_signal_series() {order}").fetchall() == series
+
+
+def test_pinned_samples_are_computed_once_for_every_sample_reader_and_restored(
+        tmp_path: Path) -> None:
+    con = connect(build(tmp_path / "lake", Case(stall="gc")))
+    DetectionSettings().apply(con)
+    macros, views = _macro_sql(con), _view_sql(con)
+    order = "order by all"
+    queries = {name: f"select * from {name} {order}" for name in
+               ("int_signal_samples", "stall_signals", "counter_windows")}
+    queries["int_signal_series"] = f"select * from int_signal_series() {order}"
+    before = {name: con.execute(sql).fetchall() for name, sql in queries.items()}
+    assert all(before.values())
+    gauge = "kind = 'gauge' and value is not null"
+    with pinned_views(con, PINNED_SAMPLES), pinned_views(con, PINNED_SERIES):
+        pinned = _macro_sql(con)
+        assert "pinned_int_signal_gauge_samples" in pinned["int_signal_gauge_samples"]
+        assert "pinned_int_signal_families" in pinned["int_signal_families"]
+        assert {name: con.execute(sql).fetchall() for name, sql in queries.items()} == before
+    assert _macro_sql(con) == macros and _view_sql(con) == views
+    assert con.execute("select count(*) from duckdb_tables() where temporary").fetchone() == (0,)
+    with pinned_views(con, PINNED_SAMPLES):
+        # Every reader of the samples reads the one table: its rows changed, all of them see it.
+        con.execute("update temp.pinned_int_signal_gauge_samples set value = -1")
+        assert con.execute(f"select count(*) from int_signal_samples where {gauge} "
+                           "and value <> -1").fetchone() == (0,)
+        assert con.execute("select count(*) from int_signal_series() where kind = 'gauge' "
+                           "and median_x <> -1").fetchone() == (0,)
+        assert con.execute("select count(*) from counter_windows where kind = 'gauge' "
+                           "and value_avg <> -1").fetchone() == (0,)
+        assert con.execute("select count(*) from stall_signals where kind = 'gauge' "
+                           "and level <> -1").fetchone() == (0,)
+        for mart in ("stall_signals", "counter_windows"):
+            assert con.execute(f"select count(*) from {mart} where kind = 'gauge'"
+                               ).fetchone() != (0,)
+    assert con.execute(queries["int_signal_samples"]).fetchall() == before["int_signal_samples"]
 
 
 def test_one_thread_runs_the_block_on_one_thread_and_restores_the_setting() -> None:

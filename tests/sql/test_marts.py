@@ -306,6 +306,54 @@ def test_int_window_samples_pairs_every_interval_that_touches_the_window(lake: P
         ("rx_prio3_pause", 1025.0, 10.0), ("rx_prio3_pause", 1035.0, 0.0)]
 
 
+@pytest.mark.parametrize("seed_n", [0, 1, 2])
+def test_int_window_samples_equals_a_plain_range_join(lake: Path, seed_n: int) -> None:
+    # Only samples near a window are bucketed (near_samples): the pairs must be those of a plain
+    # join on host and the touching rule, whatever the intervals (inside one 5-minute bucket,
+    # over two, over many: a gap) and windows (seconds to 20 minutes, on bucket edges).
+    import random
+
+    rng = random.Random(seed_n)
+    samples = []
+    for host in ("n0", "n1", "t0"):
+        t, prev = float(rng.randrange(0, 600)), None
+        while t < 7200:
+            samples.append((host, t, prev))
+            prev = t
+            t += rng.choice([1.0, 30.0, 60.0, 120.0, 299.0, 300.0, 301.0, 450.0, 900.0, 2000.0])
+    windows = []
+    for i in range(24):
+        start = rng.choice([float(rng.randrange(0, 7200)), 300.0 * rng.randrange(0, 24)])
+        windows.append((i, rng.choice(["n0", "n1", "t0", "n9"]), start,
+                        start + rng.choice([0.0, 1.0, 20.0, 299.0, 300.0, 1200.0])))
+    con = connect(lake)
+    try:
+        con.execute("create temp table w (window_id int, host varchar, "
+                    "window_start_ts timestamptz, window_end_ts timestamptz)")
+        con.executemany("insert into w values (?, ?, ?, ?)",
+                        [(i, h, at(a), at(b)) for i, h, a, b in windows])
+        con.execute("create temp table s (host varchar, ts timestamptz, prev_ts timestamptz)")
+        con.executemany("insert into s values (?, ?, ?)",
+                        [(h, at(t), None if p is None else at(p)) for h, t, p in samples])
+        got = con.execute("select window_id, host, ts, prev_ts, overlap_s "
+                          "from int_window_samples('w', 's') order by all").fetchall()
+        want = con.execute("""
+            select w.window_id, w.host, s.ts, s.prev_ts,
+                case when s.prev_ts is null then 0.0
+                    else epoch(least(s.ts, w.window_end_ts)
+                               - greatest(s.prev_ts, w.window_start_ts)) end as overlap_s,
+            from s inner join w on s.host = w.host
+                and s.ts >= w.window_start_ts
+                and coalesce(s.prev_ts, s.ts) <= w.window_end_ts
+            order by all
+        """).fetchall()
+    finally:
+        con.close()
+    # The windows do meet samples, some of them over intervals longer than a bucket.
+    assert any(p is not None and (t - p).total_seconds() > 300 for _, _, t, p, _ in want)
+    assert got == want
+
+
 def test_counter_windows_and_stall_signals_count_the_touching_intervals_by_their_rules(
         lake: Path) -> None:
     seed_window_edges(lake)

@@ -230,6 +230,15 @@ PINNED_VIEWS: tuple[str, ...] = ("checkpoint_latency", "stalls", "stall_ranks")
 #: baselines) and ``int_signal_noise`` read: computed once per call, on one thread
 #: (:func:`one_thread`), a row per series. Pinned only when there are stalls to attribute.
 PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
+#: What every reader of ``int_signal_samples`` (``int_signal_series()``, ``stall_signals``,
+#: ``int_signal_noise``, ``counter_windows``) shares, table macros of int_signal_samples.sql
+#: computed once per call, where each reader computed them again: the catalog's signal names
+#: (``int_signal_families()``: a row per signal, from a scan of every counter name, ~2 CPU s on
+#: the 512-node day) and the gauge samples with their intervals
+#: (``int_signal_gauge_samples()``: the SMART and pool gauges deduplicated, one ``lag()`` per
+#: series; ~0.8 M rows, ~10 CPU s). In this order (the gauges read the families), before
+#: ``PINNED_SERIES`` (which reads both), and only when there are stalls to attribute.
+PINNED_SAMPLES: tuple[str, ...] = ("int_signal_families", "int_signal_gauge_samples")
 
 
 def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
@@ -310,19 +319,20 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
         return stalls.with_columns([pl.lit(None, pl.Float64).alias(f) for f in FEATURES])
     ranks = run_sql(con, "select * from stall_ranks where ($job is null or job_id = $job)",
                     {"job": job})
-    with pinned_views(con, PINNED_SERIES, single_thread=True):
+    with (pinned_views(con, PINNED_SAMPLES),
+          pinned_views(con, PINNED_SERIES, single_thread=True)):
         signals = run_sql(con, "select * from stall_signals "
                           "where ($job is null or job_id = $job)", {"job": job})
         hosts = sorted(set(signals["host"].to_list()))
         noise = run_sql(con, "select * from int_signal_noise where list_contains($hosts, host)",
                         {"hosts": hosts})
-    history = run_sql(con, """
-        select job_id, step, host, family, sum(level) as level
-        from counter_windows
-        where family in ('pause', 'xmit_wait') and ($job is null or job_id = $job)
-            and list_contains($hosts, host)
-        group by job_id, step, host, family
-    """, {"job": job, "hosts": hosts})
+        history = run_sql(con, """
+            select job_id, step, host, family, sum(level) as level
+            from counter_windows
+            where family in ('pause', 'xmit_wait') and ($job is null or job_id = $job)
+                and list_contains($hosts, host)
+            group by job_id, step, host, family
+        """, {"job": job, "hosts": hosts})
     rows = []
     for st in stalls.iter_rows(named=True):
         key = (pl.col("job_id") == st["job_id"]) & (pl.col("step") == st["step"])
