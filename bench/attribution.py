@@ -40,29 +40,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lag import COUNTER_TABLES_LAG  # bench/lag.py: this script's directory is on sys.path
+
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
 STAGES = ("lag", "stalls", "stall_ranks", "int_signal_series", "stall_signals",
           "int_signal_noise", "history", "find_stalls")
 
-#: One plain pass of lag() deltas and rates over the lake's counter tables (fabric counters and
-#: SMART: every metric, counters and gauges alike).
-BARE_LAG = """
-    select count(*), sum(delta), sum(delta / interval_s)
-    from (
-        select
-            value - lag(value) over w as delta,
-            epoch(ts - lag(ts) over w) as interval_s,
-        from read_parquet($fabric_glob)
-        window w as (partition by node, device, port, counter order by ts)
-        union all
-        select
-            value - lag(value) over w as delta,
-            epoch(ts - lag(ts) over w) as interval_s,
-        from read_parquet($smart_glob)
-        window w as (partition by node, device, metric order by ts)
-    )
-"""
+#: One plain pass of lag() deltas and rates over the lake's counter tables (bench/lag.py).
+BARE_LAG = COUNTER_TABLES_LAG
 
 
 def _query(stage: str) -> str:

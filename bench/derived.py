@@ -5,7 +5,7 @@ The raw tables of ``--lake`` are hard-linked into ``WORK/lake`` (``--work``, def
 ``bench/out/derived``; nothing of the source lake is written, its own ``derived/`` is not
 copied), then each stage runs in a fresh interpreter (its own peak RSS):
 
-- ``lag``: ``bench_marts.REFERENCE_LAG``, deltas and rates by ``lag()`` over every fabric
+- ``lag``: ``bench/lag.py``'s ``FABRIC_LAG``, deltas and rates by ``lag()`` over every fabric
   counter sample: the work a refresh cannot avoid (no dedup, resets, saturation or write);
 - ``refresh``: materialise every day from nothing (``derived/`` removed first).
 
@@ -46,10 +46,10 @@ def child(stage: str, lake_root: Path, memory: str) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_SELF)
     if stage == "lag":
         sys.path.insert(0, str(BENCH))
-        from bench_marts import REFERENCE_LAG
+        from lag import FABRIC_LAG
 
         con = duckdb.connect(config={"memory_limit": memory})
-        got = con.execute(REFERENCE_LAG, {"fabric_glob": Lake(lake_root).glob(
+        got = con.execute(FABRIC_LAG, {"fabric_glob": Lake(lake_root).glob(
             "fabric_counters")}).fetchone()
         rows = int(got[0]) if got else 0
     elif stage == "refresh":
