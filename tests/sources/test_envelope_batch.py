@@ -103,3 +103,40 @@ def test_generated_files_read_together_as_one_by_one(files: list[list[str]],
         assert_batch_matches_one_by_one([_file(lines) for lines in files])
     finally:
         envelope_module._BULK_CHUNK = saved
+
+
+def _real_files() -> list[bytes]:
+    """The genuine tool outputs of tests/fixtures/real as envelope files, one per fixture:
+    OCP / vendor logs as nvme-cli text, smartctl JSON, ethtool -S text, Prometheus scrapes."""
+    from tests.sources.test_bulk_json import SMARTCTL_FILES, _lines
+    from tests.sources.test_bulk_prometheus import IB_PROM, SMART_PROM
+    from tests.sources.test_bulk_prometheus import envelopes as prom_envelopes
+    from tests.sources.test_bulk_text import OCP_TEXTS, REAL
+    from tests.sources.test_bulk_text import envelopes as ocp_envelopes
+
+    files = [ocp_envelopes([p.read_text()] * 2) for p in OCP_TEXTS]
+    files += [_file(_lines("smartctl", json.loads(p.read_text()))) for p in SMARTCTL_FILES]
+    files += [_file([json.dumps({"node": "n1", "collected_at": "2026-11-28T00:00:00Z",
+                                 "source": "ethtool", "device": "eth0",
+                                 "output": p.read_text()})])
+              for p in sorted((REAL / "ethtool").rglob("*.txt"))]
+    files += [prom_envelopes([p.read_text()]) for p in (IB_PROM, SMART_PROM)]
+    return files
+
+
+REAL_FILES = _real_files()
+
+
+def test_the_real_fixtures_read_together_as_one_by_one() -> None:
+    """Every genuine fixture's envelope file in one batch (several bulk parsers, declined
+    vendor layouts, rejects) gives each file what reading it alone gives."""
+    assert len(REAL_FILES) > 10
+    together = assert_batch_matches_one_by_one(REAL_FILES)
+    assert sum(sum(f.height for f in p.frames.get("nvme_smart", [])) for p in together) > 0
+
+
+@settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(range(len(REAL_FILES))), min_size=1, max_size=8))
+def test_any_mix_of_real_fixtures_reads_together_as_one_by_one(picks: list[int]) -> None:
+    """Any order and repetition of the genuine fixtures' files, batched, as one by one."""
+    assert_batch_matches_one_by_one([REAL_FILES[i] for i in picks])
