@@ -114,8 +114,7 @@ def test_nightly_with_a_dead_server_prints_one_line_and_exits_2(
         raise AssertionError("the flow must not run without a server")
 
     monkeypatch.setattr(nightly_module, "nightly_flow", never)
-    monkeypatch.setattr(local_prefect, "start_local_server",
-                        lambda: local_prefect.start_server(_DeadServer(), tmp_path / "ph", 120))
+    monkeypatch.setattr(local_prefect, "start_local_server", lambda verbose=False: _DeadServer())
     rc = main(["nightly", str(raw_dir), "--lake", str(tmp_path / "lake")])
     err = capsys.readouterr().err
     assert rc == 2

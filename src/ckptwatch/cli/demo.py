@@ -37,14 +37,15 @@ def run(args: argparse.Namespace) -> int:
     from ckptwatch.flows import local_prefect
 
     local_prefect.configure(args.verbose)  # before the first import of Prefect
+    server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
     from ckptwatch.flows.nightly import nightly_flow
 
     if args.raw is None:
         args.raw = _sample_raw(args.lake)
     print(f"ckptwatch demo: the nightly flow on {args.raw} -> {args.lake} (its local Prefect "
           "server starts first: ~15 s the first time)…", flush=True)
-    local_prefect.start_local_server()
-    result = nightly_flow(args.raw, args.lake)
+    with local_prefect.local_server(server):
+        result = nightly_flow(args.raw, args.lake)
     print()
     print(render_result(result, args.raw, args.lake))
     print()

@@ -75,13 +75,14 @@ def run(args: argparse.Namespace) -> int:
         from ckptwatch.flows import local_prefect
 
         local_prefect.configure(args.verbose)  # before the first import of Prefect
+        server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
         from ckptwatch.flows.ingest import dask_runner, ingest_flow
 
         flow = ingest_flow
         if args.dask:
             flow = flow.with_options(task_runner=dask_runner(args.dask))
-        local_prefect.start_local_server()
-        report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait)
+        with local_prefect.local_server(server):
+            report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait)
     else:
         from ckptwatch.ingest.run import ingest
 

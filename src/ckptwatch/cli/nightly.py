@@ -95,20 +95,21 @@ def run(args: argparse.Namespace) -> int:
     if not args.raw_dir.is_dir():
         raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a directory")
     local_prefect.configure(args.verbose)  # before the first import of Prefect
+    print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (its local server "
+          "starts first: ~15 s the first time)…", file=sys.stderr, flush=True)
+    server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
     from ckptwatch.flows.ingest import dask_runner
     from ckptwatch.flows.nightly import nightly_flow
 
     if args.dask:
         dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
-    print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (its local server "
-          "starts first: ~15 s the first time)…", file=sys.stderr, flush=True)
-    local_prefect.start_local_server()
     try:
-        result = nightly_flow(args.raw_dir, args.lake, config=args.config,
-                              send=args.send, report_date=args.date,
-                              lock_wait_s=args.lock_wait, dask=args.dask,
-                              lookback_days=args.lookback_days,
-                              duckdb_memory=args.duckdb_memory)
+        with local_prefect.local_server(server):
+            result = nightly_flow(args.raw_dir, args.lake, config=args.config,
+                                  send=args.send, report_date=args.date,
+                                  lock_wait_s=args.lock_wait, dask=args.dask,
+                                  lookback_days=args.lookback_days,
+                                  duckdb_memory=args.duckdb_memory)
     except AlertsUndeliveredError as exc:
         print(render_result(exc.result, args.raw_dir, args.lake))
         print(f"ckptwatch nightly: {exc}", file=sys.stderr)

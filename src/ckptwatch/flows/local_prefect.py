@@ -3,18 +3,27 @@
 Prefect reads its settings once, when it is imported, so :func:`configure` runs first: it sets
 the ``PREFECT_*`` variables :func:`ckptwatch.settings.prefect_environment` chooses (home in a
 ckptwatch cache directory, telemetry and analytics off, warnings only unless ``--verbose``, a
-longer startup timeout) and creates the home directory. :func:`start_local_server` then starts
-Prefect's local (ephemeral) API server before the flow does, so that a server that does not
-come up is one :class:`~ckptwatch.errors.PrefectStartError` line instead of a traceback.
+longer startup timeout) and creates the home directory. :func:`start_local_server` then launches
+Prefect's local (ephemeral) API server before the command imports its flow, and
+:func:`local_server` waits for it around the flow's run, so that the server boots while the flow
+imports and a server that does not come up is one :class:`~ckptwatch.errors.PrefectStartError`
+line instead of a traceback.
 
 This module imports nothing of Prefect at import time (the CLI imports it before Prefect).
 """
 
 from __future__ import annotations
 
+import atexit
+import importlib.util
 import os
+import socket
+import subprocess
 import sys
-from collections.abc import Mapping, MutableMapping
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -62,18 +71,150 @@ def configure(verbose: bool = False, *, environ: MutableMapping[str, str] | None
     return home
 
 
-def start_local_server() -> None:
-    """Start Prefect's local API server now, unless a server is configured (``PREFECT_API_URL``,
-    e.g. a test harness) or ephemeral mode is off (then Prefect says what to set)."""
+class LocalServer:
+    """Prefect's local API server in a child process, answering on a loopback socket this
+    process binds (so no other process can take the port between choosing and listening).
+
+    What Prefect's own ``SubprocessASGIServer`` runs (uvicorn, ``create_app``, the UI off), but
+    started without importing ``prefect.server`` here (~4 s of CPU that the child pays anyway)
+    and without waiting: the command imports its flow while the server boots, then
+    :func:`local_server` waits. Its output goes to ``server.log`` in Prefect's home
+    (``verbose``: to stderr).
+    """
+
+    def __init__(self, home: Path, verbose: bool = False) -> None:
+        self.home = home
+        self.verbose = verbose
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "server.log"
+
+    def launch(self) -> None:
+        """Start the child process (raises ``OSError``)."""
+        spec = importlib.util.find_spec("prefect")
+        app_dir = Path(spec.origin).parent.parent if spec and spec.origin else None
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT__SERVER_FINAL": "1"}
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(128)
+            self.port = sock.getsockname()[1]
+            fd = sock.fileno()
+            args = [sys.executable, "-m", "uvicorn", "--factory",
+                    "prefect.server.api.server:create_app", "--fd", str(fd),
+                    "--log-level", "error", "--lifespan", "on"]
+            if app_dir is not None:
+                args[3:3] = ["--app-dir", str(app_dir)]
+            if self.verbose:
+                self.process = subprocess.Popen(args, env=env, pass_fds=(fd,),
+                                                stdin=subprocess.DEVNULL)
+            else:
+                with open(self.log_path, "wb") as log:
+                    self.process = subprocess.Popen(args, env=env, pass_fds=(fd,),
+                                                    stdin=subprocess.DEVNULL, stdout=log,
+                                                    stderr=subprocess.STDOUT)
+        atexit.register(self.stop)  # whatever fails before local_server() stops it
+
+    def start(self, timeout: int | None = None) -> None:
+        """Launch (unless launched) and wait until the server answers ``/health``; raises
+        ``RuntimeError`` when it exits or does not answer within ``timeout`` seconds."""
+        if self.process is None:
+            self.launch()
+        assert self.process is not None
+        limit = time.monotonic() + (timeout or PREFECT_STARTUP_TIMEOUT_S)
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise RuntimeError(f"its process exited with code {code}{self._last_line()}")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > limit:
+                raise RuntimeError(f"no answer from {self.api_url}/health within "
+                                   f"{timeout or PREFECT_STARTUP_TIMEOUT_S} s")
+            time.sleep(0.05)
+
+    def _last_line(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f": {lines[-1]} (log: {self.log_path})" if lines and not self.verbose else ""
+
+    def stop(self) -> None:
+        """Stop the child process (terminate; kill after 5 s)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+
+def start_local_server(verbose: bool = False) -> LocalServer | None:
+    """Launch Prefect's local API server now, without waiting for it (:func:`local_server`
+    waits), unless a server is configured (``PREFECT_API_URL``, e.g. a test harness) or
+    ephemeral mode is off (then Prefect says what to set): ``None`` then."""
     from prefect.settings import get_current_settings
 
     settings = get_current_settings()
     if settings.api.url or not settings.server.ephemeral.enabled:
-        return
-    from prefect.server.api.server import SubprocessASGIServer
+        return None
+    server = LocalServer(Path(settings.home), verbose)
+    try:
+        server.launch()
+    except OSError as exc:
+        raise PrefectStartError(f"Prefect's local server could not be started: "
+                                f"{exc.strerror or exc}; its home is {settings.home}") from None
+    return server
 
-    start_server(SubprocessASGIServer(), settings.home,
-                 settings.server.ephemeral.startup_timeout_seconds)
+
+@contextmanager
+def local_server(server: _Server | None) -> Iterator[None]:
+    """Wait for ``server`` (from :func:`start_local_server`) to answer and point Prefect (and
+    the processes this one starts: Dask workers) at it for the block; stop it after. ``None``:
+    Prefect's configured server, nothing to do."""
+    if server is None:
+        yield
+        return
+    from prefect.settings import (PREFECT_API_URL, get_current_settings,
+                                  temporary_settings)
+
+    settings = get_current_settings()
+    try:
+        start_server(server, settings.home, settings.server.ephemeral.startup_timeout_seconds)
+        url = getattr(server, "api_url", None)
+        if url is None:  # a server that sets Prefect's settings itself
+            yield
+            return
+        before = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = url
+        try:
+            with temporary_settings(updates={PREFECT_API_URL: url}):
+                yield
+        finally:
+            if before is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = before
+    finally:
+        stop = getattr(server, "stop", None)
+        if stop is not None:
+            stop()
 
 
 def start_server(server: _Server, home: Path | str,
