@@ -30,9 +30,8 @@ def test_a_server_whose_process_exits_names_the_code_and_its_last_log_line(
                        '; exit 3')
     monkeypatch.setattr(local_prefect.sys, "executable", str(exe))
     server = LocalServer(tmp_path)
-    with pytest.raises(PrefectStartError) as err:
-        with local_server(server):
-            raise AssertionError("the block must not run without a server")
+    with pytest.raises(PrefectStartError) as err, local_server(server):
+        raise AssertionError("the block must not run without a server")
     text = str(err.value)
     assert text.startswith("Prefect's local server did not start (its process exited with "
                            "code 3: ImportError: no module named uvicorn (log: "

@@ -191,8 +191,7 @@ def local_server(server: _Server | None) -> Iterator[None]:
     if server is None:
         yield
         return
-    from prefect.settings import (PREFECT_API_URL, get_current_settings,
-                                  temporary_settings)
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     settings = get_current_settings()
     try:
