@@ -9,6 +9,13 @@
 -- 5 GB. The views are written with the small side of each join on the right.
 set disabled_optimizers = 'build_side_probe_side';
 
+-- Parquet footers are read once per connection. Each lake view reads its table's files with
+-- union_by_name, and binding a view re-binds every view it reads, so without the cache a
+-- connection building every view reads each file's footer dozens of times (the views of a
+-- 512-node day's 1,151 files: 13.7 s to build, 9.1 s with the cache). A connection lives for
+-- one command or step; the cache checks each file's modification time.
+set parquet_metadata_cache = true;
+
 -- Detection thresholds (docs/concepts.md): their one definition. ckptwatch reads these
 -- defaults (ckptwatch.analysis.detection.DetectionSettings) and sets its overrides (CLI flags)
 -- as the same variables; in the duckdb CLI, SET VARIABLE stall_factor = 3; after this file.
