@@ -28,9 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the query and print the result."""
-    from ckptwatch.cli._render import render_table, write_data
+    from ckptwatch.cli._render import write_result
     from ckptwatch.errors import UsageError
-    from ckptwatch.lake.query import connect, run_sql, view_files, views_named_in
+    from ckptwatch.lake.query import connect, view_files, views_named_in
 
     if args.list:
         for f in view_files():
@@ -40,10 +40,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no query given (pass SQL text, or - for stdin)")
     sql = sys.stdin.read() if args.query == "-" else args.query
     con = connect(args.lake, views=views_named_in(sql))  # only what the query names
-    df = run_sql(con, sql)
-    if args.format in ("csv", "json"):
-        write_data(df, args.format)
-    else:
-        print(render_table(df, float_precision=3))
-        print(f"({df.height} row{'s' if df.height != 1 else ''})")
+    n_rows = write_result(con, sql, args.format, float_precision=3)  # streamed, no polars
+    if args.format == "table":
+        print(f"({n_rows} row{'s' if n_rows != 1 else ''})")
     return 0
