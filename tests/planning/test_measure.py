@@ -15,7 +15,12 @@ from ckptwatch.errors import LakeError
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
-from ckptwatch.planning.measure import LakeMeasurement, calibrate, measure_from_lake
+from ckptwatch.planning.measure import (
+    LakeMeasurement,
+    calibrate,
+    measure_from_lake,
+    measure_jobs_from_lake,
+)
 from ckptwatch.planning.model import PlanInputs, evaluate_strategy
 
 
@@ -242,3 +247,33 @@ def test_restores_from_the_lakes_checkpoint_loads_table(tmp_path: Path) -> None:
     seed(root, "checkpoint_loads", rows, part="0")
     m = measure_from_lake(root, "j1")
     assert (m.restore_s, m.restore_tier, m.restores) == (40.0, "pool", 2)
+
+
+def test_many_jobs_at_once_are_each_jobs_measurement(tmp_path: Path) -> None:
+    """One pass for every job (the daily report's): per job what ``measure_from_lake`` says,
+    its own restores and main tier, and the error of a job the lake does not have."""
+    root = _write_lake(tmp_path)
+    con = connect(root, views=("plan_measurements", "checkpoint_latency"))
+    con.execute("""
+        create or replace view stg_checkpoint_loads as
+        select * from (values
+            ('j1', 1, 0, 'n0', 'pool', 40.0), ('j1', 2, 0, 'n0', 'pool', 70.0),
+            ('j1', 3, 0, 'n0', 'pool', 90.0), ('j1', 3, 0, 'n0', 'local', 9.0),
+            ('j2', 1, 0, 'n0', 'local', 5.0), ('j2', 2, 0, 'n0', 'local', 7.0)
+        ) as t(job_id, step, rank, node, tier, duration_s)
+    """)
+    try:
+        both = measure_jobs_from_lake(root, ["j2", "j9", "j1", "j2"], con=con)
+        one_by_one = {j: measure_from_lake(root, j, con=con) for j in ("j1", "j2")}
+    finally:
+        con.close()
+    assert list(both) == ["j2", "j9", "j1"]
+    assert (both["j1"], both["j2"]) == (one_by_one["j1"], one_by_one["j2"])
+    j1, j2 = one_by_one["j1"], one_by_one["j2"]
+    assert (j1.tier, j1.barrier_s, j1.restore_s, j1.restore_tier, j1.restores) == (
+        "pool", (20.0, 22.0, 24.0, 26.0, 100.0), 70.0, "pool", 3)
+    assert (j2.tier, j2.restore_s, j2.restore_tier, j2.restores) == ("local", 6.0, "local", 2)
+    error = both["j9"]
+    assert isinstance(error, LakeError)
+    assert "job 'j9' has no checkpoint writes" in str(error) and "include: j1, j2" in str(error)
+    assert measure_jobs_from_lake(root, []) == {}

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
-from datetime import date
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from tests.sql_seed import seed
 
 from ckptwatch.analysis.attribution import LABELS
 from ckptwatch.analysis.findings import StallFindings
 from ckptwatch.lake.query import connect
-from ckptwatch.planning.model import STRATEGIES
+from ckptwatch.lake.store import Lake
+from ckptwatch.planning.measure import calibrate, measure_from_lake
+from ckptwatch.planning.model import STRATEGIES, PlanInputs
+from ckptwatch.planning.sweep import make_plan
 from ckptwatch.report.daily import ReportFiles
-from ckptwatch.report.facts import REPORT_VERSION, build_report
+from ckptwatch.report.facts import REPORT_VERSION, _plan_verdicts, build_report, plan_verdict
 from ckptwatch.report.html import render_html
 from ckptwatch.settings import Settings
 
@@ -89,3 +95,32 @@ def test_report_files_and_latest_copy(written: tuple[dict[str, Any], ReportFiles
     assert (files.html, files.json) == (day / "report.html", day / "report.json")
     assert files.latest_html.read_bytes() == files.html.read_bytes()
     assert files.latest_json.read_bytes() == files.json.read_bytes()
+
+
+def test_plan_verdicts_of_every_job_at_once_are_each_jobs_verdict(tmp_path: Path) -> None:
+    """The report measures all its jobs in one pass, with the measured restores (the
+    ``checkpoint_loads`` table) that ``ckptwatch plan --from-lake`` uses: each verdict is the
+    one job's own, and a job without writes says so."""
+    Lake(tmp_path).init()
+    start = datetime(2026, 11, 28, tzinfo=UTC)
+    writes = [{"job_id": job, "step": step, "rank": rank, "node": f"n{rank // 4}",
+               "tier": tier, "start_ts": start, "end_ts": start + timedelta(seconds=d),
+               "duration_s": d, "bytes": 2_000_000_000, "status": "ok"}
+              for job, tier in (("j1", "pool"), ("j2", "local"))
+              for step, barrier in enumerate([20.0, 22.0, 24.0, 26.0, 100.0])
+              for rank in range(8) for d in [barrier if rank == 3 else 10.0]]
+    loads = [{"job_id": "j1", "step": step, "rank": 0, "node": "n0", "tier": "pool",
+              "start_ts": start, "end_ts": start + timedelta(seconds=d), "duration_s": d,
+              "bytes": 2_000_000_000} for step, d in ((1, 30.0), (2, 50.0))]
+    seed(tmp_path, "checkpoint_writes", writes)
+    seed(tmp_path, "checkpoint_loads", loads)
+    verdicts = _plan_verdicts(tmp_path, ["j1", "j2", "j9"], None)
+    assert verdicts == [plan_verdict(tmp_path, j) for j in ("j1", "j2", "j9")]
+    assert "job 'j9' has no checkpoint writes" in verdicts[2]["error"]
+    m = measure_from_lake(tmp_path, "j1")
+    assert m.restore_s == 40.0  # the median restore: the pool's restart cost
+    plan = make_plan(calibrate(PlanInputs(), m), measurement=m)
+    configured = make_plan(calibrate(PlanInputs(), replace(m, restore_s=None)))
+    pool = verdicts[0]["current"]
+    assert pool["optimal_interval_s"] == plan.strategy("pool").optimal_interval_s
+    assert pool["optimal_interval_s"] != configured.strategy("pool").optimal_interval_s

@@ -12,6 +12,7 @@ this module (and ``ckptwatch --help``) stays fast.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,9 +24,11 @@ from ckptwatch.planning.tails import TailFit, fit_tail
 if TYPE_CHECKING:
     import duckdb
 
-#: The job's main tier (the tier with more rank writes) in ``plan_measurements``.
+#: Each asked-for job's main tier (the tier with more rank writes) in ``plan_measurements``
+#: (one query for every job: the mart costs the same for one job as for all of them).
 _MEASUREMENT_SQL = """
 select
+    job_id,
     tier,
     n_checkpoints,
     n_ranks,
@@ -34,48 +37,63 @@ select
     barrier_p50_s,
     barrier_p99_s,
 from plan_measurements
-where job_id = $job_id and is_main_tier
+where is_main_tier and list_contains($job_ids, job_id)
 """
 
-#: Barrier time of each of the job's checkpoints on a tier (for the tail fit). A checkpoint
-#: whose ranks never finished has only a lower bound and is left out.
+#: Barrier time of each of the jobs' checkpoints, per tier (for the tail fit; the job's main
+#: tier is kept). A checkpoint whose ranks never finished has only a lower bound and is left
+#: out.
 _BARRIERS_SQL = """
-select barrier_s
+select
+    job_id,
+    tier,
+    barrier_s,
 from checkpoint_latency
-where job_id = $job_id and tier = $tier and not barrier_is_lower_bound
-order by step
+where list_contains($job_ids, job_id) and not barrier_is_lower_bound
+order by job_id, tier, step
 """
 
-#: Restores of a job (DLIO ``load_ckptN``, the ``stg_checkpoint_loads`` view): one restore per
-#: step = its slowest rank's load; the median over steps, on the tier with the most restores.
+#: Restores of each job (DLIO ``load_ckptN``, the ``stg_checkpoint_loads`` view): one restore
+#: per step = its slowest rank's load; the median over steps, on the tier with the most
+#: restores (ties: by name).
 _RESTORE_SQL = """
 with
 loads as (
     select * from stg_checkpoint_loads
-    where job_id = $job_id
+    where list_contains($job_ids, job_id)
 ),
 
 restores as (
     select
+        job_id,
         tier,
         step,
         max(duration_s) as restore_s,
     from loads
-    group by tier, step
+    group by job_id, tier, step
 ),
 
 per_tier as (
     select
+        job_id,
         tier,
         count(*) as n_restores,
         median(restore_s) as restore_p50_s,
     from restores
-    group by tier
+    group by job_id, tier
+),
+
+ranked as (
+    select
+        *,
+        row_number() over (
+            partition by job_id order by n_restores desc, tier
+        ) as tier_rank,
+    from per_tier
 )
 
-select * from per_tier
-order by n_restores desc, tier
-limit 1
+select job_id, tier, n_restores, restore_p50_s from ranked
+where tier_rank = 1
 """
 
 _HAS_VIEW_SQL = "select count(*) from duckdb_views() where view_name = $name"
@@ -83,7 +101,8 @@ _HAS_VIEW_SQL = "select count(*) from duckdb_views() where view_name = $name"
 #: The optional view of measured restores (made by the DLIO load ingest).
 RESTORE_VIEW = "stg_checkpoint_loads"
 
-#: The views the measurement reads: all its connection needs to build.
+#: The views the measurement reads: all its connection needs to build (with
+#: :data:`RESTORE_VIEW` where the SQL directory has it: :func:`measurement_views`).
 MEASUREMENT_VIEWS = ("plan_measurements", "checkpoint_latency")
 
 #: A few jobs that can be planned, for the message when the asked-for one cannot.
@@ -155,13 +174,38 @@ class LakeMeasurement:
         return d
 
 
+def measurement_views() -> tuple[str, ...]:
+    """The views a connection for :func:`measure_jobs_from_lake` builds:
+    :data:`MEASUREMENT_VIEWS`, and the measured restores' view when the SQL directory has it."""
+    from ckptwatch.lake.query import view_files
+
+    if any(f.stem == RESTORE_VIEW for f in view_files()):
+        return (*MEASUREMENT_VIEWS, RESTORE_VIEW)
+    return MEASUREMENT_VIEWS
+
+
 def measure_from_lake(lake: Path | str, job: str, *,
                       con: duckdb.DuckDBPyConnection | None = None) -> LakeMeasurement:
     """Measured p50/p99 barrier time, tier, ranks and bytes per rank of one job in the lake.
 
     ``con``: a connection from :func:`ckptwatch.lake.query.connect` over ``lake`` (every day)
-    to reuse when measuring many jobs; None: open one and close it again.
+    to reuse when measuring many jobs; None: open one and close it again. Many jobs at once:
+    :func:`measure_jobs_from_lake` (one pass over the lake for all of them).
     """
+    found = measure_jobs_from_lake(lake, [job], con=con)[job]
+    if isinstance(found, LakeError):
+        raise found
+    return found
+
+
+def measure_jobs_from_lake(lake: Path | str, jobs: Sequence[str], *,
+                           con: duckdb.DuckDBPyConnection | None = None
+                           ) -> dict[str, LakeMeasurement | LakeError]:
+    """:func:`measure_from_lake` of each job of ``jobs``, from one query per view for all of
+    them: each job's measurement, or the :class:`LakeError` saying why it has none (no
+    checkpoint writes, or a barrier p50 or bytes per rank that is not > 0). A lake without
+    checkpoint writes raises that error for every job. ``con``: as for
+    :func:`measure_from_lake`."""
     from ckptwatch.lake.query import connect, run_sql
     from ckptwatch.lake.store import Lake
 
@@ -173,41 +217,48 @@ def measure_from_lake(lake: Path | str, job: str, *,
             f"no checkpoint_writes Parquet under {table_dir} (expected "
             f"{table_dir}/date=YYYY-MM-DD/*.parquet); check --from-lake or ingest telemetry "
             "into that lake first")
-    from ckptwatch.lake.query import view_files
-
-    views: tuple[str, ...] = MEASUREMENT_VIEWS
-    if any(f.stem == RESTORE_VIEW for f in view_files()):
-        views = (*views, RESTORE_VIEW)
-    db = con if con is not None else connect(store.root, views=views)
+    wanted = list(dict.fromkeys(jobs))
+    if not wanted:
+        return {}
+    db = con if con is not None else connect(store.root, views=measurement_views())
     try:
-        rows = run_sql(db, _MEASUREMENT_SQL, {"job_id": job}).rows()
-        if not rows:
-            jobs = run_sql(db, _JOBS_SQL)["job_id"].to_list()
-            raise LakeError(
-                f"job {job!r} has no checkpoint writes in {pattern}; check --job (jobs there "
-                f"include: {', '.join(map(str, jobs)) or 'none'})")
-        tier = rows[0][0]
-        barriers = tuple(float(v) for v in run_sql(
-            db, _BARRIERS_SQL, {"job_id": job, "tier": tier})["barrier_s"].to_list()
-            if v is not None)
-        restore: tuple[Any, ...] | None = None
+        params = {"job_ids": wanted}
+        rows = {r[0]: r[1:] for r in run_sql(db, _MEASUREMENT_SQL, params).rows()}
+        barriers: dict[tuple[str, str], list[float]] = {}
+        for job_id, tier, barrier in run_sql(db, _BARRIERS_SQL, params).rows():
+            if barrier is not None:
+                barriers.setdefault((job_id, tier), []).append(float(barrier))
+        restores: dict[str, tuple[Any, ...]] = {}
         if run_sql(db, _HAS_VIEW_SQL, {"name": RESTORE_VIEW}).rows()[0][0]:
-            found = run_sql(db, _RESTORE_SQL, {"job_id": job}).rows()
-            restore = found[0] if found and found[0][2] is not None else None
+            restores = {r[0]: r[1:] for r in run_sql(db, _RESTORE_SQL, params).rows()
+                        if r[3] is not None}
+        missing = [j for j in wanted if j not in rows]
+        known = run_sql(db, _JOBS_SQL)["job_id"].to_list() if missing else []
     finally:
         if con is None:
             db.close()
-    tier, checkpoints, ranks, gpn, bytes_per_rank, p50, p99 = rows[0]
-    if not p50 or p50 <= 0 or not bytes_per_rank or bytes_per_rank <= 0:
-        raise LakeError(f"job {job!r} in {pattern}: barrier p50 {p50} s and bytes per rank "
-                        f"{bytes_per_rank} must both be > 0 to plan from them")
-    return LakeMeasurement(
-        job_id=job, tier=str(tier), checkpoints=int(checkpoints), ranks=int(ranks),
-        gpus_per_node=int(gpn), bytes_per_rank=float(bytes_per_rank), p50_s=float(p50),
-        p99_s=float(p99), source=pattern, barrier_s=barriers,
-        restore_s=None if restore is None else float(restore[2]),
-        restore_tier=None if restore is None else str(restore[0]),
-        restores=0 if restore is None else int(restore[1]))
+    out: dict[str, LakeMeasurement | LakeError] = {}
+    for job in wanted:
+        if job not in rows:
+            out[job] = LakeError(
+                f"job {job!r} has no checkpoint writes in {pattern}; check --job (jobs there "
+                f"include: {', '.join(map(str, known)) or 'none'})")
+            continue
+        tier, checkpoints, ranks, gpn, bytes_per_rank, p50, p99 = rows[job]
+        if not p50 or p50 <= 0 or not bytes_per_rank or bytes_per_rank <= 0:
+            out[job] = LakeError(
+                f"job {job!r} in {pattern}: barrier p50 {p50} s and bytes per rank "
+                f"{bytes_per_rank} must both be > 0 to plan from them")
+            continue
+        restore = restores.get(job)
+        out[job] = LakeMeasurement(
+            job_id=job, tier=str(tier), checkpoints=int(checkpoints), ranks=int(ranks),
+            gpus_per_node=int(gpn), bytes_per_rank=float(bytes_per_rank), p50_s=float(p50),
+            p99_s=float(p99), source=pattern, barrier_s=tuple(barriers.get((job, tier), ())),
+            restore_s=None if restore is None else float(restore[2]),
+            restore_tier=None if restore is None else str(restore[0]),
+            restores=0 if restore is None else int(restore[1]))
+    return out
 
 
 def calibrate(inputs: PlanInputs, m: LakeMeasurement) -> PlanInputs:

@@ -68,6 +68,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ckptwatch.errors import PlanInputError
@@ -500,8 +501,6 @@ def optimal_interval(delta: float, mtbf: float, restart: float = 0.0) -> float:
 
     Returns 0 for ``delta == 0`` (checkpointing is free, so checkpoint continuously).
     """
-    from scipy.optimize import minimize_scalar
-
     if delta <= 0.0:
         return 0.0
     lo, hi = _interval_bounds(delta, mtbf)
@@ -509,12 +508,7 @@ def optimal_interval(delta: float, mtbf: float, restart: float = 0.0) -> float:
         x = (math.exp(u) + delta) / mtbf
         return math.log(mtbf) - u + restart / mtbf + x + math.log(-math.expm1(-x))
 
-    res = minimize_scalar(
-        log_wall,
-        bounds=(math.log(lo), math.log(hi)), method="bounded",
-        options={"xatol": 1e-10},
-    )
-    return float(math.exp(res.x))
+    return math.exp(minimise_bounded(log_wall, math.log(lo), math.log(hi), xatol=1e-10))
 
 
 # --------------------------------------------------------------------------------------------
@@ -544,8 +538,15 @@ class _Levels:
     restart: float
     restart_severe: float
     severe_fraction: float
-    #: Fixed checkpoints per durable copy as a function of tau (None: optimise an integer k).
-    k_of_tau: Callable[[float], float] | None
+    #: Checkpoints per durable copy: ``"one"`` (every checkpoint is durable), ``"interval"``
+    #: (one durable copy per ``durable_interval_s`` of work: ``k = max(interval / tau, 1)``)
+    #: or ``"optimise"`` (the best integer ``k``).
+    k_rule: str
+    durable_interval_s: float = 0.0
+
+    def k_of_tau(self, tau: float) -> float:
+        """Checkpoints per durable copy at interval ``tau`` (not for ``"optimise"``)."""
+        return max(self.durable_interval_s / tau, 1.0) if self.k_rule == "interval" else 1.0
 
 
 def pool_write_s(inputs: PlanInputs) -> float:
@@ -577,14 +578,14 @@ def _levels(name: str, inputs: PlanInputs) -> _Levels:
     r_local, r_pool = inputs.restart_local_s, inputs.restart_pool_s
     nic = inputs.bytes_per_node / inputs.nic_bandwidth_bytes_s
     if name == "local":
-        interval = inputs.offnode_copy_interval_s
-        return _Levels(cost, s * nic, r_local, r_pool, f, lambda tau: max(interval / tau, 1.0))
+        return _Levels(cost, s * nic, r_local, r_pool, f, "interval",
+                       inputs.offnode_copy_interval_s)
     if name == "local+replica":
-        return _Levels(cost, 0.0, r_local, r_local + nic, f, lambda tau: 1.0)
+        return _Levels(cost, 0.0, r_local, r_local + nic, f, "one")
     if name == "pool":
-        return _Levels(cost, 0.0, r_pool, r_pool, 0.0, lambda tau: 1.0)
+        return _Levels(cost, 0.0, r_pool, r_pool, 0.0, "one")
     if name == "tiered":
-        return _Levels(cost, s * pool_write_s(inputs), r_local, r_pool, f, None)
+        return _Levels(cost, s * pool_write_s(inputs), r_local, r_pool, f, "optimise")
     raise PlanInputError(f"unknown strategy {name!r}; use one of: {', '.join(STRATEGIES)}")
 
 
@@ -654,12 +655,70 @@ def with_timeouts(wall: npt.ArrayLike, tau: npt.ArrayLike, q: float,
                       dtype=np.float64)
 
 
-def _minimise_tau(fn: Callable[[float], float], lo: float, hi: float) -> float:
+@dataclass(frozen=True)
+class _WallTime:
+    """One strategy's wall time per second of work as a function of ``(tau, k)``, on Python
+    floats: :func:`two_level_wall_time` then :func:`with_timeouts` at one point, operation for
+    operation (the same bits; ``tests/planning/test_model.py`` pins it to them). The optimiser
+    calls it thousands of times a plan, where numpy's per-call overhead dominated. Hashable:
+    it is the key of the optimum's cache."""
+
+    delta: float
+    mtbf: float
+    delta_durable: float
+    restart: float
+    restart_severe: float
+    severe_fraction: float
+    #: P(barrier > timeout) per checkpoint, and the timeout.
+    q: float
+    timeout_s: float
+
+    @classmethod
+    def of(cls, lv: _Levels, mtbf: float, q: float, timeout_s: float) -> _WallTime:
+        """The wall time of a strategy's levels."""
+        return cls(lv.cost.cost_s, mtbf, lv.delta_durable, lv.restart, lv.restart_severe,
+                   lv.severe_fraction, q, timeout_s)
+
+    def base(self, tau: float, k: float) -> float:
+        """:func:`two_level_wall_time` at one ``(tau, k)``."""
+        mtbf, f, delta = self.mtbf, self.severe_fraction, self.delta
+        k = max(k, 1.0)
+        r_tilde = ((1.0 - f) * mtbf * math.expm1(self.restart / mtbf)
+                   + f * mtbf * math.expm1(self.restart_severe / mtbf))
+        e = math.expm1(min((tau + delta) / mtbf, _MAX_EXPONENT))
+        e_l = math.expm1(min((tau + delta + self.delta_durable) / mtbf, _MAX_EXPONENT))
+        m = k - 1.0
+        growth = (math.expm1(min(m * math.log1p(f * e), _MAX_EXPONENT)) / f
+                  if f > 0.0 else m * e)
+        x = (mtbf + r_tilde) * ((1.0 + f * e_l) * growth + e_l)
+        denominator = k * tau
+        if denominator == 0.0:  # numpy's x / 0: inf (or NaN, reported as inf)
+            return math.inf
+        out = x / denominator
+        return math.inf if math.isnan(out) else out
+
+    def wall(self, tau: float, k: float) -> float:
+        """:func:`with_timeouts` of :meth:`base` at one ``(tau, k)``."""
+        t, q = self.base(tau, k), self.q
+        if q <= 0.0:
+            return t
+        if q >= 1.0:
+            return math.inf
+        return (t + q * (self.timeout_s + self.restart) / tau) / (1.0 - q)
+
+
+def minimise_bounded(fn: Callable[[float], float], lo: float, hi: float, *,
+                     xatol: float) -> float:
+    """The ``x`` in ``[lo, hi]`` minimising ``fn``: scipy's bounded Brent method."""
     from scipy.optimize import minimize_scalar
 
-    res = minimize_scalar(lambda u: fn(math.exp(u)), bounds=(math.log(lo), math.log(hi)),
-                          method="bounded", options={"xatol": 1e-9})
-    return float(math.exp(res.x))
+    res = minimize_scalar(fn, bounds=(lo, hi), method="bounded", options={"xatol": xatol})
+    return float(res.x)
+
+
+def _minimise_tau(fn: Callable[[float], float], lo: float, hi: float) -> float:
+    return math.exp(minimise_bounded(lambda u: fn(math.exp(u)), math.log(lo), math.log(hi),
+                                     xatol=1e-9))
 
 
 def _optimise_tiered(lv: _Levels, mtbf: float, q: float = 0.0,
@@ -669,6 +728,7 @@ def _optimise_tiered(lv: _Levels, mtbf: float, q: float = 0.0,
     import numpy as np
 
     delta = lv.cost.cost_s
+    point = _WallTime.of(lv, mtbf, q, timeout_s)
 
     def wall(tau: npt.ArrayLike, k: npt.ArrayLike) -> npt.NDArray[np.float64]:
         base = two_level_wall_time(tau, delta, mtbf, k=k, delta_durable=lv.delta_durable,
@@ -695,7 +755,7 @@ def _optimise_tiered(lv: _Levels, mtbf: float, q: float = 0.0,
     for k in sorted(candidates):
 
         def wall_k(t: float, k: int = k) -> float:
-            return float(wall(t, k))
+            return point.wall(t, k)
 
         tau = _minimise_tau(wall_k, lo, hi)
         t_val = wall_k(tau)
@@ -703,6 +763,20 @@ def _optimise_tiered(lv: _Levels, mtbf: float, q: float = 0.0,
             best = (t_val, tau, k)
     assert best is not None
     return best[1], best[2]
+
+
+@lru_cache(maxsize=8192)
+def _optimum(lv: _Levels, mtbf: float, q: float, timeout_s: float) -> tuple[float, float]:
+    """A strategy's optimal ``(tau, k)``: what its levels, the job MTBF and the timeout make
+    it, so computed once however many sweeps, flip searches and plans ask (a sweep of the
+    pool's bandwidth leaves ``local`` as it is; a day's report asks ~30 000 times)."""
+    if lv.k_rule == "optimise":
+        tau, k_int = _optimise_tiered(lv, mtbf, q, timeout_s)
+        return tau, float(k_int)
+    point = _WallTime.of(lv, mtbf, q, timeout_s)
+    lo, hi = _interval_bounds(lv.cost.cost_s, mtbf)
+    tau = _minimise_tau(lambda t: point.wall(t, lv.k_of_tau(t)), lo, hi)
+    return tau, lv.k_of_tau(tau)
 
 
 def evaluate_strategy(name: str, inputs: PlanInputs) -> StrategyResult:
@@ -714,26 +788,10 @@ def evaluate_strategy(name: str, inputs: PlanInputs) -> StrategyResult:
     timeout_s = inputs.checkpoint_timeout_s
     q = timeout_probability(inputs.tail("pool" if name == "pool" else "local"), lv.cost.p50_s,
                             timeout_s)
-
-    def base_wall(tau: float, k: float) -> float:
-        return float(two_level_wall_time(
-            tau, delta, mtbf, k=k, delta_durable=lv.delta_durable, restart=lv.restart,
-            restart_severe=lv.restart_severe, severe_fraction=f))
-
-    def wall(tau: float, k: float) -> float:
-        return float(with_timeouts(base_wall(tau, k), tau, q, timeout_s, lv.restart))
-
-    k: float
-    if lv.k_of_tau is None:
-        tau, k_int = _optimise_tiered(lv, mtbf, q, timeout_s)
-        k = float(k_int)
-    else:
-        k_of_tau = lv.k_of_tau
-        lo, hi = _interval_bounds(delta, mtbf)
-        tau = _minimise_tau(lambda t: wall(t, k_of_tau(t)), lo, hi)
-        k = k_of_tau(tau)
-    t_base = base_wall(tau, k)
-    t_val = wall(tau, k)
+    point = _WallTime.of(lv, mtbf, q, timeout_s)
+    tau, k = _optimum(lv, mtbf, q, timeout_s)
+    t_base = point.base(tau, k)
+    t_val = point.wall(tau, k)
     ckpt_per_work = (k * delta + lv.delta_durable) / (k * tau)
     lost = lost_work_per_failure(t_base, ckpt_per_work, mtbf)
     overhead = overhead_fraction(t_val)
@@ -760,10 +818,12 @@ def evaluate_strategy(name: str, inputs: PlanInputs) -> StrategyResult:
     )
 
 
-def evaluate(inputs: PlanInputs) -> tuple[StrategyResult, ...]:
-    """Every strategy, in :data:`STRATEGIES` order."""
+def evaluate(inputs: PlanInputs,
+             strategies: Sequence[str] = STRATEGIES) -> tuple[StrategyResult, ...]:
+    """Every strategy (or those of ``strategies``), in the order given (:data:`STRATEGIES`
+    order by default)."""
     inputs.validate()
-    return tuple(evaluate_strategy(name, inputs) for name in STRATEGIES)
+    return tuple(evaluate_strategy(name, inputs) for name in strategies)
 
 
 def best_strategy(results: Sequence[StrategyResult]) -> str:

@@ -103,8 +103,7 @@ def _scores(inputs: PlanInputs, name: str, value: float,
             objective: str = "overhead", among: tuple[str, ...] = STRATEGIES
             ) -> dict[str, float]:
     changed = with_value(inputs, name, value)
-    sc = scores(evaluate(changed), changed, objective)
-    return {k: v for k, v in sc.items() if k in among}
+    return scores(evaluate(changed, [s for s in STRATEGIES if s in among]), changed, objective)
 
 
 def _both(inputs: PlanInputs, name: str, value: float) -> tuple[dict[str, float],
@@ -151,8 +150,8 @@ def _refine_flip(inputs: PlanInputs, name: str, lo: float, hi: float, a: str, b:
                 break
         return [Flip(name, float(hi_i), a, b)]
 
-    def gap(x: float) -> float:
-        ov = _scores(inputs, name, x, objective, among)
+    def gap(x: float) -> float:  # only a and b: each strategy's score is its own
+        ov = _scores(inputs, name, x, objective, (a, b))
         return ov[a] - ov[b]
 
     root = float(brentq(gap, lo, hi, xtol=1e-12, rtol=1e-9))

@@ -28,7 +28,6 @@ from ckptwatch.analysis.findings import StallFindings, StallRecord
 from ckptwatch.errors import CkptwatchError, ConfigError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
-from ckptwatch.planning.measure import MEASUREMENT_VIEWS
 from ckptwatch.report.slow_hosts import SLOW_HOSTS_VIEWS, slow_hosts
 from ckptwatch.safetext import shell_command
 from ckptwatch.settings import Settings, redact
@@ -36,6 +35,7 @@ from ckptwatch.settings import Settings, redact
 if TYPE_CHECKING:
     from ckptwatch.alerts.evaluate import AlertRun
     from ckptwatch.ingest.run import IngestReport
+    from ckptwatch.planning.measure import LakeMeasurement
 
 REPORT_VERSION = 1
 #: The views :func:`build_report` reads (``connect(..., views=REPORT_VIEWS)`` builds these and
@@ -197,13 +197,28 @@ def plan_verdict(lake_root: Path | str, job_id: str, *,
     --from-lake``): best strategy, its interval and lost work, the job's current tier's cost,
     where the verdict flips, and the tail factor at which it would flip. ``con``: a connection
     over every day of the lake to share between jobs (None: one of its own)."""
-    from ckptwatch.planning.measure import calibrate, measure_from_lake
+    from ckptwatch.planning.measure import measure_jobs_from_lake
+
+    measured: LakeMeasurement | CkptwatchError
+    try:
+        measured = measure_jobs_from_lake(lake_root, [job_id], con=con)[job_id]
+    except CkptwatchError as exc:  # no lake, or one the views cannot read
+        measured = exc
+    return _verdict(lake_root, job_id, measured)
+
+
+def _verdict(lake_root: Path | str, job_id: str,
+             measured: LakeMeasurement | CkptwatchError) -> dict[str, Any]:
+    """:func:`plan_verdict` of a job measured already (or the error that says why not)."""
+    from ckptwatch.planning.measure import calibrate
     from ckptwatch.planning.model import PARAMETERS, PlanInputs
     from ckptwatch.planning.sweep import make_plan, sweep
 
     command = shell_command(["ckptwatch", "plan", "--from-lake", lake_root, "--job", job_id])
+    if isinstance(measured, CkptwatchError):
+        return {"job_id": job_id, "error": str(measured), "command": command}
+    m = measured
     try:
-        m = measure_from_lake(lake_root, job_id, con=con)
         inputs = calibrate(PlanInputs(), m)
         plan = make_plan(inputs, measurement=m)
         tail_param = "tail_factor" if m.tier == "pool" else "local_tail_factor"
@@ -237,14 +252,21 @@ def plan_verdict(lake_root: Path | str, job_id: str, *,
 
 def _plan_verdicts(lake_root: Path, job_ids: list[str],
                    memory_limit: str | None) -> list[dict[str, Any]]:
-    """:func:`plan_verdict` of each job, the views built once for all of them."""
+    """:func:`plan_verdict` of each job: the views built once, and every job measured in one
+    pass (``measure_jobs_from_lake``), for all of them."""
+    from ckptwatch.planning.measure import measure_jobs_from_lake, measurement_views
+
     if not job_ids:
         return []
-    con = connect(lake_root, memory_limit=memory_limit, views=MEASUREMENT_VIEWS)
+    measured: Mapping[str, LakeMeasurement | CkptwatchError]
+    con = connect(lake_root, memory_limit=memory_limit, views=measurement_views())
     try:
-        return [plan_verdict(lake_root, j, con=con) for j in job_ids]
+        measured = measure_jobs_from_lake(lake_root, job_ids, con=con)
+    except CkptwatchError as exc:  # no checkpoint writes, or views that cannot read them
+        measured = dict.fromkeys(job_ids, exc)
     finally:
         con.close()
+    return [_verdict(lake_root, j, measured[j]) for j in job_ids]
 
 
 def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
@@ -294,7 +316,7 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
 
     ``findings``: the stalls (all days; the report keeps the day's). ``alert_run``: this run's
     alert evaluation (None with ``alerts_error`` when it could not run). ``ingest``: this run's
-    ingest, for the data section. ``plans``: run the planning model per job (~0.3 s a job)
+    ingest, for the data section. ``plans``: run the planning model per job (~0.1 s a job)
     over one connection to every day of the lake (``memory_limit``: its DuckDB cap), as
     ``ckptwatch plan --from-lake`` measures.
     """
