@@ -213,18 +213,25 @@ def _drain_prefect_workers() -> None:
 ALERT_T0 = datetime(2026, 11, 28, tzinfo=UTC)
 
 
-def hot_lake(tmp_path: Path) -> Path:
-    """A lake with one job whose tail (100 s) is at 83% of its 120 s timeout."""
-    raw = tmp_path / "raw"
-    (raw / "checkpoints").mkdir(parents=True)
-    (raw / "jobs").mkdir()
+def write_hot_job(raw: Path, seconds: float, *, name: str = "c") -> Path:
+    """Job ``hot`` in ``raw``: 8 one-rank checkpoints of ``seconds`` each, 10 minutes apart
+    from ``ALERT_T0``, a 120 s timeout (``checkpoints/<name>.jsonl``, ``jobs/<name>.csv``)."""
+    (raw / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (raw / "jobs").mkdir(exist_ok=True)
     rows = [{"job_id": "hot", "step": s, "rank": 0, "node": "n0", "tier": "pool",
              "start_time": (ALERT_T0 + timedelta(minutes=10 * s)).isoformat(),
-             "end_time": (ALERT_T0 + timedelta(minutes=10 * s, seconds=100)).isoformat(),
+             "end_time": (ALERT_T0 + timedelta(minutes=10 * s, seconds=seconds)).isoformat(),
              "bytes": 1}
             for s in range(8)]
-    (raw / "checkpoints" / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nhot,1,120\n")
+    (raw / "checkpoints" / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n"
+                                                               for r in rows))
+    (raw / "jobs" / f"{name}.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nhot,1,120\n")
+    return raw
+
+
+def hot_lake(tmp_path: Path) -> Path:
+    """A lake with one job whose tail (100 s) is at 83% of its 120 s timeout."""
+    raw = write_hot_job(tmp_path / "raw", 100)
     assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--quiet"]) == 0
     return tmp_path / "lake"
 

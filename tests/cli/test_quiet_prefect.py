@@ -7,15 +7,13 @@ checked is how the command sets Prefect up and where its lines go, not the sampl
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.conftest import ALERT_T0, write_raw_dir
+from tests.conftest import write_hot_job, write_raw_dir
 
 #: What the test's own environment may set that a new user's shell would not.
 _DROPPED = ("PREFECT_", "CKPTWATCH_", "XDG_CACHE_HOME", "DO_NOT_TRACK")
@@ -23,15 +21,7 @@ _DROPPED = ("PREFECT_", "CKPTWATCH_", "XDG_CACHE_HOME", "DO_NOT_TRACK")
 
 def _raw_with_a_critical_job(root: Path) -> Path:
     """The small raw directory, and job ``hot``: 8 checkpoints of 110 s, a 120 s timeout."""
-    raw = write_raw_dir(root)
-    rows = [{"job_id": "hot", "step": s, "rank": 0, "node": "n0", "tier": "pool",
-             "start_time": (ALERT_T0 + timedelta(minutes=10 * s)).isoformat(),
-             "end_time": (ALERT_T0 + timedelta(minutes=10 * s, seconds=110)).isoformat(),
-             "bytes": 1}
-            for s in range(8)]
-    (raw / "checkpoints" / "hot.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (raw / "jobs" / "hot.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nhot,1,120\n")
-    return raw
+    return write_hot_job(write_raw_dir(root), 110, name="hot")
 
 
 @pytest.mark.slow
