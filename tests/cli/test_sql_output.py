@@ -86,13 +86,13 @@ def test_streamed_result_prints_what_polars_printed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     sql = QUERIES[name]
     frames: list[object] = []
-    through_polars = _render._frame
+    through_polars = _render.relation_frame
 
     def frame(rel: duckdb.DuckDBPyRelation) -> object:
         frames.append(rel)
         return through_polars(rel)
 
-    monkeypatch.setattr(_render, "_frame", frame)
+    monkeypatch.setattr(_render, "relation_frame", frame)
     if fmt == "csv" and name in ("lists", "decimal_struct", "float32"):
         with pytest.raises(Exception, match="CSV format does not support nested data"):
             streamed_output(sql, fmt, capsys)  # as before: polars refuses nested CSV

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ckptwatch.errors import QueryError
-from ckptwatch.lake.query import connect, run_sql
+from ckptwatch.lake.query import connect, relation, relation_frame, run_sql
 from ckptwatch.safetext import (
     CONTROL_PATTERN,
     escape_controls,
@@ -323,14 +323,6 @@ def _polars_table(names: list[str], head: list[list[str]], tail: list[list[str]]
         return str(frame)
 
 
-def _relation(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.DuckDBPyRelation | None:
-    """``con.sql(sql)``, as :func:`ckptwatch.lake.query.run_sql` runs it."""
-    try:
-        return con.sql(sql)
-    except duckdb.Error as exc:
-        raise QueryError(str(exc).splitlines()[0]) from exc
-
-
 def _rows(con: duckdb.DuckDBPyConnection,
           rel: duckdb.DuckDBPyRelation) -> Iterator[list[tuple[Any, ...]]]:
     """The rows of ``rel``, run once and streamed ``BATCH_ROWS`` at a time."""
@@ -342,16 +334,6 @@ def _rows(con: duckdb.DuckDBPyConnection,
         raise QueryError(str(exc).splitlines()[0]) from exc
 
 
-def _frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
-    """``rel`` as the frame run_sql returns (repeated names renamed ``a``, ``a_1``)."""
-    import polars as pl
-
-    try:
-        return rel.pl() if len(set(rel.columns)) < len(rel.columns) else pl.DataFrame(rel)
-    except duckdb.Error as exc:
-        raise QueryError(str(exc).splitlines()[0]) from exc
-
-
 def write_result(con: duckdb.DuckDBPyConnection, sql: str, fmt: str, *,
                  float_precision: int = 2) -> int:
     """Run ``sql`` and write its result to standard output as ``table``
@@ -359,10 +341,10 @@ def write_result(con: duckdb.DuckDBPyConnection, sql: str, fmt: str, *,
     DuckDB's rows a batch at a time (the table keeps the rows it shows: ``TABLE_ROWS``).
     Returns the number of rows. CSV and JSON are written as the rows arrive: an error in the
     middle of the result leaves the rows before it written."""
-    rel = _relation(con, sql)
+    rel = relation(con, sql)
     kinds = _kinds(con, rel, fmt) if rel is not None else []
     if rel is not None and kinds is None:
-        df = _frame(rel)
+        df = relation_frame(rel)
         if fmt == "table":
             print(render_table(df, float_precision=float_precision))
         else:

@@ -214,7 +214,7 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         for f in files:
             text = catalog.text[f.stem]
             if f.parent.name == "lake":
-                text = _without_union_when_uniform(con, text)
+                text = _without_union_when_uniform(con, text, root)
             try:
                 con.execute(text).fetchall()
                 if f.parent.name == "lake" and f.stem in extra:
@@ -237,7 +237,7 @@ select count(distinct columns) from (
 )"""
 
 
-def _without_union_when_uniform(con: duckdb.DuckDBPyConnection, text: str) -> str:
+def _without_union_when_uniform(con: duckdb.DuckDBPyConnection, text: str, root: Path) -> str:
     """A lake view's SQL, reading its parts without ``union_by_name`` when every part has the
     same columns in the same order (the same rows then: one footer is bound instead of every
     part's, at each of the dozens of binds a connection building the marts does: 4 of the
@@ -246,9 +246,8 @@ def _without_union_when_uniform(con: duckdb.DuckDBPyConnection, text: str) -> st
     found = _LAKE_GLOB.search(text)
     if found is None or not _UNION.search(text):
         return text
-    lake = con.execute("select getvariable('lake')").fetchone()
     try:
-        row = con.execute(_SCHEMAS_SQL, [f"{lake[0] if lake else ''}{found.group(1)}"]).fetchone()
+        row = con.execute(_SCHEMAS_SQL, [f"{root}{found.group(1)}"]).fetchone()
     except duckdb.Error:
         return text
     return _UNION.sub("union_by_name = false", text) if row and row[0] == 1 else text
@@ -275,7 +274,26 @@ def _add_missing_tables(root: Path) -> None:
 
 def run_sql(con: duckdb.DuckDBPyConnection, sql: str,
             params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
-    """Run one query and return a polars frame; DuckDB errors become ``QueryError``.
+    """Run one query and return a polars frame; DuckDB errors become ``QueryError``
+    (:func:`relation`, then :func:`relation_frame`)."""
+    import polars as pl
+
+    rel = relation(con, sql, params)
+    return pl.DataFrame() if rel is None else relation_frame(rel)
+
+
+def relation(con: duckdb.DuckDBPyConnection, sql: str,
+             params: list[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation | None:
+    """``con.sql(sql)`` (``None``: a statement without a result); DuckDB errors become
+    ``QueryError``."""
+    try:
+        return con.sql(sql, params=params)
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).splitlines()[0]) from exc
+
+
+def relation_frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """``rel``'s rows as a polars frame; DuckDB errors become ``QueryError``.
 
     The rows reach polars through the Arrow C stream (``DuckDBPyRelation.pl()`` would import
     pyarrow and numpy: 0.2 s of a ``ckptwatch sql`` run); the columns and types are the same.
@@ -284,9 +302,6 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str,
     import polars as pl
 
     try:
-        rel = con.sql(sql, params=params)
-        if rel is None:
-            return pl.DataFrame()
         if len(set(rel.columns)) < len(rel.columns):  # .pl() renames repeats (a, a_1)
             return rel.pl()
         return pl.DataFrame(rel)
