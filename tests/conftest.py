@@ -98,14 +98,13 @@ SLOW_FIRST = (
     "tests/sql/test_marts.py",
     "tests/analysis/test_stalls.py",
     "tests/report/test_names.py",
-    "tests/flows/test_dask_nightly.py",
+    "tests/flows/test_dask.py",
     "tests/live/test_watch_e2e.py",  # real time (a 45 s timeout), little CPU
     "tests/cli/test_quiet_prefect.py",
     "tests/analysis/test_noise_evidence.py",
     "tests/pull/test_pull_prometheus.py",
     "tests/report/test_notebook.py",
     "tests/ingest/test_data_semantics.py",
-    "tests/flows/test_dask_ingest.py",
     "tests/report/test_postmortem.py",
     "tests/lake/test_store.py",
     "tests/report/test_daily.py",
@@ -130,7 +129,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
-def _prefect_db_template(config: pytest.Config, scratch: Path) -> Path:
+def prefect_db_template(config: pytest.Config, scratch: Path) -> Path:
     """Where a migrated Prefect database is kept between sessions (one per Prefect version);
     without pytest's cache (``-p no:cacheprovider``), ``scratch``: this session only."""
     from importlib.metadata import version
@@ -148,7 +147,8 @@ def prefect_harness(request: pytest.FixtureRequest,
     on this machine): the server is the one the commands start (``LocalServer``: the parent
     never imports ``prefect.server``, no background services), and its database starts from
     a copy of one migrated before (pytest's cache; the first session migrates a fresh one and
-    keeps a snapshot of it as it is when the server first answers)."""
+    keeps a snapshot of it as it is when the server first answers; tests/test_wheel.py seeds
+    its nightly's Prefect home from that snapshot too)."""
     import sqlite3
 
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -157,7 +157,7 @@ def prefect_harness(request: pytest.FixtureRequest,
 
     home = tmp_path_factory.mktemp("prefect-server")
     db = home / "prefect-test.db"
-    template = _prefect_db_template(request.config, home)
+    template = prefect_db_template(request.config, home)
     if template.is_file():
         shutil.copyfile(template, db)
     server = LocalServer(home)
@@ -236,4 +236,4 @@ def hot_lake(tmp_path: Path) -> Path:
     return tmp_path / "lake"
 
 
-__all__ = ["hot_lake", "lake_rows", "write_raw_dir", "pl"]
+__all__ = ["hot_lake", "lake_rows", "prefect_db_template", "write_raw_dir", "pl"]

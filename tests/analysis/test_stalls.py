@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,17 @@ def stall_reports(con: duckdb.DuckDBPyConnection,
     return [s.to_dict() for s in attribute_stalls(con, settings=settings).stalls]
 
 
+#: The stalls of each case attributed so far in this session (by ``repr``: the case's fields),
+#: so that a case read by several tests (gc, fabric_pause) is built and attributed once; the
+#: tests that change settings or pin views on a connection build their own.
+_REPORTS: dict[str, list[dict[str, Any]]] = {}
+
+
 def _reports(tmp_path: Path, case: Case) -> list[dict[str, Any]]:
-    con = connect(build(tmp_path / "lake", case))
-    return stall_reports(con)
+    key = repr(case)
+    if key not in _REPORTS:
+        _REPORTS[key] = stall_reports(connect(build(tmp_path / "lake", case)))
+    return copy.deepcopy(_REPORTS[key])
 
 
 @pytest.mark.parametrize("cause", ["gc", "metadata", "fabric_pause"])

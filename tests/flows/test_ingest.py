@@ -1,4 +1,5 @@
-"""The Prefect ingest flow under Prefect's test harness (one per session)."""
+"""The Prefect ingest flow under Prefect's test harness (one per session). (The nightly flow on
+the small raw directory: test_local_prefect.py's older-day test, whose first run it is.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from tests.conftest import lake_rows
 
 from ckptwatch.errors import MissingExtraError
 from ckptwatch.flows.ingest import dask_runner, ingest_flow
-from ckptwatch.flows.nightly import nightly_flow
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.store import Lake
 
@@ -27,21 +27,6 @@ def test_flow_lake_equals_library_lake(prefect_harness: None, bad_raw_dir: Path,
     again = ingest_flow(bad_raw_dir, tmp_path / "flow")
     assert again.rows == {}
     assert Lake(tmp_path / "flow").read("checkpoint_writes").height == 6
-
-
-def test_nightly_flow_ingests_and_builds_views(prefect_harness: None, raw_dir: Path,
-                                               tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CKPTWATCH_CONFIG", raising=False)
-    out = nightly_flow(raw_dir, tmp_path / "lake")
-    assert out["ingested"] == 6
-    assert out["views"] >= 10
-    assert (out["stalls"], out["alerts"]) == (0, 0)  # two healthy jobs: nothing to send
-    assert Path(out["report"]) == tmp_path / "lake" / "reports" / "2026-11-28" / "report.html"
-    assert "j1" in Path(out["report"]).read_text()
-    assert list(out["steps_s"]) == ["ingest", "deltas", "views", "stalls", "alerts", "report"]
-    assert out["delta_days_built"] == 1  # the day of the fixture's counters, stored once
-    assert all(s >= 0.0 for s in out["steps_s"].values())
 
 
 def test_dask_without_prefect_dask_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:

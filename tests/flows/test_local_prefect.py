@@ -188,8 +188,20 @@ def test_nightly_date_of_an_older_day_keeps_latest(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("CKPTWATCH_CONFIG", raising=False)
     lake = tmp_path / "lake"
-    assert main(["nightly", str(raw_dir), "--lake", str(lake), "--no-send"]) == 0
+    # The first run, the flow itself (what it returns; the command runs the later two): it
+    # ingests, builds the views, finds nothing to send in two healthy jobs, writes the report
+    # of the newest day and makes it latest/.
+    out = nightly_module.nightly_flow(raw_dir, lake)
+    assert out["ingested"] == 6
+    assert out["views"] >= 10
+    assert (out["stalls"], out["alerts"]) == (0, 0)  # two healthy jobs: nothing to send
+    assert Path(out["report"]) == lake / "reports" / "2026-11-28" / "report.html"
+    assert "j1" in Path(out["report"]).read_text()
+    assert list(out["steps_s"]) == ["ingest", "deltas", "views", "stalls", "alerts", "report"]
+    assert out["delta_days_built"] == 1  # the day of the fixture's counters, stored once
+    assert all(s >= 0.0 for s in out["steps_s"].values())
     latest = (lake / "reports" / "latest" / "report.html").read_bytes()
+    assert latest == Path(out["report"]).read_bytes()
     capsys.readouterr()
     assert main(["nightly", str(raw_dir), "--lake", str(lake), "--no-send",
                  "--date", "2026-11-27"]) == 0

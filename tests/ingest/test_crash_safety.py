@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -120,17 +121,31 @@ def _visible_parts_are_whole(lake: Path) -> None:
     con.close()
 
 
-def kill_chain(tmp_path: Path, rounds: int, seed: int) -> tuple[int, int]:
-    """SIGKILL ``rounds`` ingests of one lake at random steps, then rerun and compare with a
-    clean run. Returns (kills, steps in a clean run)."""
-    rng = random.Random(seed)
-    raw = _raw(tmp_path / "raw")
-    clean = tmp_path / "clean"
-    count = _child(raw, clean, 0)
+@dataclass(frozen=True)
+class CleanRun:
+    """The kill loops' raw directory and what one uninterrupted child's ingest of it holds."""
+
+    raw: Path
+    rows: dict[str, list[tuple[object, ...]]]
+    n_steps: int
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> CleanRun:
+    """One clean run in a child that counts the I/O steps (the reference of both chains: they
+    only read the raw directory)."""
+    base = tmp_path_factory.mktemp("kill-chain")
+    raw = _raw(base / "raw")
+    count = _child(raw, base / "clean", 0)
     assert count.returncode == 0, count.stderr
-    n_steps = int(count.stdout.split()[-1])
-    want = lake_rows(clean)
-    lake = tmp_path / "lake"
+    return CleanRun(raw, lake_rows(base / "clean"), int(count.stdout.split()[-1]))
+
+
+def kill_chain(clean: CleanRun, lake: Path, rounds: int, seed: int) -> int:
+    """SIGKILL ``rounds`` ingests of one lake at random steps, then rerun and compare with a
+    clean run. Returns the kills."""
+    rng = random.Random(seed)
+    raw, n_steps = clean.raw, clean.n_steps
     kills = 0
     span = max(2, 2 * n_steps // rounds)  # a run makes ~span/2 steps of progress per kill
     while kills < rounds:
@@ -142,18 +157,20 @@ def kill_chain(tmp_path: Path, rounds: int, seed: int) -> tuple[int, int]:
         if (lake / "_manifest").is_dir():
             _visible_parts_are_whole(lake)
     report = ingest(raw, lake)
-    assert lake_rows(lake) == want  # no lost rows, no duplicates
+    assert lake_rows(lake) == clean.rows  # no lost rows, no duplicates
     assert not list((lake / "_inflight").iterdir())
     assert not [p for p in lake.rglob("*") if p.name.endswith(".tmp")]
     assert report.count("failed") == 0
-    return kills, n_steps
+    return kills
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 29])
-def test_sigkill_at_random_steps_then_rerun_equals_a_clean_run(tmp_path: Path,
+def test_sigkill_at_random_steps_then_rerun_equals_a_clean_run(clean_run: CleanRun,
+                                                               tmp_path: Path,
                                                                seed: int) -> None:
-    kills, n_steps = kill_chain(tmp_path, KILL_ROUNDS, seed)
+    kills = kill_chain(clean_run, tmp_path / "lake", KILL_ROUNDS, seed)
+    n_steps = clean_run.n_steps
     report = os.environ.get("CKPTWATCH_KILL_REPORT")
     if report:  # figures for RELIABILITY.md
         with open(report, "a") as fh:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -193,17 +194,32 @@ def _kill_after_commits(cmd: list[str], lake: Path, commits: int) -> bool:
     return False
 
 
-def killed_runs_then_rerun(tmp_path: Path, rounds: int, seed: int) -> int:
+@dataclass(frozen=True)
+class CleanRun:
+    """A raw directory of many small files and what one uninterrupted ingest of it holds."""
+
+    raw: Path
+    rows: dict[str, list[tuple[object, ...]]]
+    n_files: int
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> CleanRun:
+    """150 pool files and the small raw directory, ingested once without a kill (the
+    reference of both kill loops: they only read the raw directory)."""
+    base = tmp_path_factory.mktemp("kills")
+    raw = _many_files_raw(base / "raw", n=150)
+    ingest(raw, base / "clean")
+    return CleanRun(raw, lake_rows(base / "clean"),
+                    len(list((base / "clean" / "_manifest").iterdir())))
+
+
+def killed_runs_then_rerun(clean: CleanRun, lake: Path, rounds: int, seed: int) -> int:
     """Kill an ingest at random points ``rounds`` times, rerun, compare with a clean run."""
     import random
 
     rng = random.Random(seed)
-    raw = _many_files_raw(tmp_path / "raw", n=150)
-    clean = tmp_path / "clean"
-    ingest(raw, clean)
-    want = lake_rows(clean)
-    n_files = len(list((clean / "_manifest").iterdir()))
-    lake = tmp_path / "lake"
+    raw, n_files = clean.raw, clean.n_files
     cmd = [sys.executable, "-m", "ckptwatch.cli.main", "ingest", str(raw), "--lake", str(lake),
            "--quiet"]
     kills = 0
@@ -212,20 +228,21 @@ def killed_runs_then_rerun(tmp_path: Path, rounds: int, seed: int) -> int:
         committed = min(n_files - 1, committed + rng.randint(1, max(1, n_files // rounds)))
         kills += _kill_after_commits(cmd, lake, committed)
     ingest(raw, lake)
-    assert lake_rows(lake) == want
+    assert lake_rows(lake) == clean.rows
     assert not list(lake.glob("*/*/.*.tmp"))
     assert not list((lake / "_inflight").iterdir())
     return kills
 
 
-def test_killed_ingest_reruns_to_exactly_one_clean_run(tmp_path: Path) -> None:
-    kills = killed_runs_then_rerun(tmp_path, rounds=3, seed=1)
+def test_killed_ingest_reruns_to_exactly_one_clean_run(clean_run: CleanRun,
+                                                       tmp_path: Path) -> None:
+    kills = killed_runs_then_rerun(clean_run, tmp_path / "lake", rounds=3, seed=1)
     assert kills >= 1, "every ingest finished before its kill: make the input larger"
 
 
 @pytest.mark.slow
-def test_many_kills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
-    kills = killed_runs_then_rerun(tmp_path, rounds=12, seed=7)
+def test_many_kills_lose_and_duplicate_nothing(clean_run: CleanRun, tmp_path: Path) -> None:
+    kills = killed_runs_then_rerun(clean_run, tmp_path / "lake", rounds=12, seed=7)
     assert kills >= 6
 
 

@@ -1,16 +1,13 @@
 """Names never shape paths or terminals: the report's commands are shell-quoted, the
 post-mortem's file name is made safe and stays in its directory, a missing --out directory
-is an error, and the notebook kernel writes nothing in the working directory."""
+is an error, and the notebook kernel's files go to the runtime directory it is given (that it
+writes nothing in the working directory: test_notebook.py, on that file's one notebook run)."""
 
 from __future__ import annotations
 
 import dataclasses
 import html
-import os
 import shlex
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -101,61 +98,3 @@ def test_kernel_files_go_to_the_given_runtime_dir(tmp_path: Path) -> None:
     km = notebook._this_python_kernel(tmp_path)
     assert Path(km.connection_file).parent == tmp_path
     assert Path(km.ip).parent == tmp_path and km.transport == "ipc"
-
-
-def _postmortem_writes_nothing_listing(sample_lake: Path, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where no read-only mount can be made: the working directory stays empty, checked while
-    the kernel runs (as root, a chmod 0o555 directory would still be writable, so it looks
-    instead)."""
-    cwd, out = tmp_path / "cwd", tmp_path / "out"
-    cwd.mkdir()
-    out.mkdir()
-    monkeypatch.chdir(cwd)
-    listings: list[list[str]] = []
-    run = notebook.execute_notebook(sample_lake, "job-98372", 33117, out / "pm.html",
-                                    progress=lambda line: listings.append(os.listdir(cwd)))
-    assert run.html.is_file() and len(listings) > 3
-    assert all(names == [] for names in listings), listings
-
-
-def _read_only_bind_works(tmp_path: Path) -> bool:
-    probe = tmp_path / "probe"
-    probe.mkdir()
-    script = f"mount --bind {probe} {probe} && mount -o remount,bind,ro {probe} && touch {probe}/x"
-    try:
-        done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return b"Read-only file system" in done.stderr
-
-
-def test_postmortem_writes_nothing_in_the_working_directory(
-        sample_lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel's connection file and IPC sockets (in the working directory before) go
-    elsewhere. From a directory on a read-only mount (a bind mount in a private mount
-    namespace: as root, a chmod'ed directory would still be writable): with --out elsewhere it
-    works; without, one line says the directory is not writable. Before, the kernel's sockets
-    in the working directory failed with three tracebacks. Where no such mount can be made
-    (no unshare, no privilege), the working directory is watched during a run instead: one
-    notebook run either way."""
-    if not shutil.which("unshare") or not _read_only_bind_works(tmp_path):
-        _postmortem_writes_nothing_listing(sample_lake, tmp_path, monkeypatch)
-        return
-    ro, out = tmp_path / "ro", tmp_path / "out"
-    ro.mkdir()
-    out.mkdir()
-    cli = [sys.executable, "-m", "ckptwatch.cli.main", "postmortem", "--lake", str(sample_lake),
-           "--job", "job-98372", "--step", "33117"]
-    script = (f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && cd {ro} && "
-              f'{shlex.join(cli)} --out {out}/pm.html; echo "rc=$?"; {shlex.join(cli)}')
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert "Traceback" not in done.stderr, done.stderr
-    assert "rc=0" in done.stdout and (out / "pm.html").is_file()
-    assert done.returncode == 2
-    assert done.stderr.splitlines()[-1] == (
-        f"ckptwatch postmortem: error: cannot write postmortem-job-98372-33117.html: directory "
-        f"{ro} is not writable (choose another --out)")
-    assert os.listdir(ro) == []
