@@ -30,6 +30,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_dask(p, "run the Prefect ingest flow (implies --flow) with the files spread over a "
              "Dask cluster")
     add_lock_wait(p)
+    p.add_argument("--workers", default=None, metavar="N|auto",
+                   help="processes that parse the files beside this one: auto (default: "
+                   "several for a run of 64 MiB or more, else none) or a number, 1 to parse "
+                   "in this process (env CKPTWATCH_INGEST_WORKERS)")
     _add_limits(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     add_verbose(p)
@@ -66,8 +70,12 @@ def _progress(i: int, n: int, rel: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Ingest and print the summary."""
     from ckptwatch.cli._render import render_ingest
+    from ckptwatch.ingest.parallel import WORKERS_ENV, workers_asked
 
     limits = ingest_settings(**{name: getattr(args, name) for _, name, _ in LIMIT_FLAGS})
+    workers = workers_asked(args.workers)  # a bad value: one line, before any work
+    if args.workers is not None:  # the flow's tasks read it from the environment too
+        os.environ[WORKERS_ENV] = str(workers or "auto")
     if args.flow or args.dask:
         # the flow's tasks (maybe in Dask workers) read the limits from the environment
         os.environ.update({INGEST_LIMIT_ENV[name]: str(getattr(limits, name))
@@ -87,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         from ckptwatch.ingest.run import ingest
 
         report = ingest(args.raw_dir, args.lake, lock_wait_s=args.lock_wait,
-                        progress=None if args.quiet else _progress, limits=limits)
+                        progress=None if args.quiet else _progress, limits=limits,
+                        workers=workers or "auto")
     print(render_ingest(report))
     for note in getattr(report, "notes", []):  # the run's own notes (a lake skipped)
         print(f"  note: {note}")

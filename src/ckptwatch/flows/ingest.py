@@ -31,6 +31,7 @@ from prefect.futures import wait
 
 from ckptwatch.errors import LakeError, MissingExtraError
 from ckptwatch.ingest.discover import RawFile, discover
+from ckptwatch.ingest.parallel import Parsing, workers_asked, workers_for
 from ckptwatch.ingest.read import content_key, parse_file
 from ckptwatch.ingest.run import BATCH_FILES, IngestReport, ingest_files, run_stopped
 from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
@@ -50,15 +51,16 @@ def discover_files(raw_dir: Path, lake_root: Path | None = None
 @task(retries=2, retry_delay_seconds=5, task_run_name="ingest {n_files} file(s) from {first}",
       cache_policy=NO_CACHE)
 def ingest_batch(lake_root: Path, raws: list[RawFile], known: frozenset[str],
-                 ingested_ts: datetime, done: list[FileResult], n_files: int, first: str
-                 ) -> tuple[list[FileResult], set[str]]:
+                 ingested_ts: datetime, done: list[FileResult], n_files: int, first: str,
+                 parsing: Parsing | None = None) -> tuple[list[FileResult], set[str]]:
     """Parse and write one batch of files (``ingest.run.ingest_files``: one journal entry and
     one round of fsyncs per batch); returns their results and the keys they ingested. I/O:
     retried; a retry starts from the same ``known`` and rewrites what the failed attempt
-    committed under the same part names, so it neither loses nor doubles a row."""
+    committed under the same part names, so it neither loses nor doubles a row.
+    ``parsing``: the run's parse workers (``ingest.parallel``), shared by its batches."""
     keys = set(known)
     results = list(done)
-    ingest_files(Lake(lake_root), raws, keys, ingested_ts, results)
+    ingest_files(Lake(lake_root), raws, keys, ingested_ts, results, parsing=parsing)
     return results[len(done):], keys - known
 
 
@@ -141,14 +143,17 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
         if _on_dask():
             results = _ingest_parallel(files, lake_root, known, now)
             files = []
-        for start in range(0, len(files), BATCH_FILES):
-            raws = files[start:start + BATCH_FILES]
-            # A write failure raises run_stopped's one line (disk full, permission denied).
-            batch, new_keys = ingest_batch(lake_root, raws, frozenset(known), now, results,
-                                           len(raws), safe_text(raws[0].rel))
-            results += batch
-            known |= new_keys  # a second copy of this content later in the run is skipped
-            logger.info("ingest: %d/%d files", len(results), len(files))
+        with Parsing(workers_for(files, workers_asked())) as parsing:
+            for start in range(0, len(files), BATCH_FILES):
+                raws = files[start:start + BATCH_FILES]
+                # A write failure raises run_stopped's one line (disk full, permission denied).
+                batch, new_keys = ingest_batch(lake_root, raws, frozenset(known), now,
+                                               results, len(raws), safe_text(raws[0].rel),
+                                               parsing)
+                results += batch
+                known |= new_keys  # a second copy of this content later in the run is skipped
+                logger.info("ingest: %d/%d files", len(results), len(files))
+            notes += parsing.notes
     report = IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0,
                           notes=[safe_text(n) for n in notes])
     logger.info("ingest: %d ingested, %d skipped, %d quarantined records", report.count(

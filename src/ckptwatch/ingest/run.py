@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ckptwatch.errors import LakeError
 from ckptwatch.ingest.discover import RawFile, discover
-from ckptwatch.ingest.read import LoadedFile, ParsedFile, load_file, parse_loaded, skip_known
+from ckptwatch.ingest.parallel import Parsing, workers_asked, workers_for
+from ckptwatch.ingest.read import LoadedFile, ParsedFile, load_file, skip_known
 from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_files
 from ckptwatch.lake.store import Lake
 from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
@@ -67,7 +68,8 @@ class IngestReport:
 
 def ingest(raw_dir: Path, lake_root: Path, *,
            progress: Callable[[int, int, str], None] | None = None,
-           lock_wait_s: float = 600.0, limits: IngestSettings | None = None) -> IngestReport:
+           lock_wait_s: float = 600.0, limits: IngestSettings | None = None,
+           workers: int | str | None = None) -> IngestReport:
     """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``.
 
     Each file is committed by its own manifest entry, written in batches of up to
@@ -76,31 +78,36 @@ def ingest(raw_dir: Path, lake_root: Path, *,
     were written with it); that batch is rolled back and the files committed before it stay, so
     a rerun finishes the job. ``limits``: the input limits (default: the
     built-in ones and the ``CKPTWATCH_MAX_*`` variables). The lake, when it lies under
-    ``raw_dir``, is not read (``IngestReport.notes`` says so).
+    ``raw_dir``, is not read (``IngestReport.notes`` says so). ``workers``: processes that
+    parse (``parallel``; ``auto``, the default, or ``$CKPTWATCH_INGEST_WORKERS``: several
+    for a large run, none for a small one).
     """
+    asked = workers_asked(workers)
     with using_ingest(limits or active_ingest()):
-        return _ingest(raw_dir, lake_root, progress, lock_wait_s)
+        return _ingest(raw_dir, lake_root, progress, lock_wait_s, asked)
 
 
 def _ingest(raw_dir: Path, lake_root: Path, progress: Callable[[int, int, str], None] | None,
-            lock_wait_s: float) -> IngestReport:
+            lock_wait_s: float, workers: int | None) -> IngestReport:
     t0 = time.monotonic()
     notes: list[str] = []
     files = discover(raw_dir, lake=lake_root, notes=notes)
     lake = Lake(lake_root)
-    with lake.lock(wait_s=lock_wait_s):
+    with lake.lock(wait_s=lock_wait_s), Parsing(workers_for(files, workers)) as parsing:
         lake, recovered = prepare_lake(lake_root)
         known = lake.manifest_keys()
         now = datetime.now(UTC)
         results: list[FileResult] = []
-        ingest_files(lake, files, known, now, results, progress)
+        ingest_files(lake, files, known, now, results, progress, parsing)
+        notes += parsing.notes
     return IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0,
                         notes=[safe_text(n) for n in notes])
 
 
 def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: datetime,
                  results: list[FileResult],
-                 progress: Callable[[int, int, str], None] | None = None) -> None:
+                 progress: Callable[[int, int, str], None] | None = None,
+                 parsing: Parsing | None = None) -> None:
     """Parse and write ``files`` in order (the caller holds the lake lock), in batches of up to
     ``BATCH_FILES`` files and ``BATCH_ROWS`` rows (``write.write_files``); a file that failed
     to read is written on its own, at once. Files are loaded, then parsed in groups of up to
@@ -108,8 +115,23 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
     of a group through each bulk parser at once; each file's rows as it gives them alone).
     Appends each file's result to ``results`` (the run's results so far: a failure's message
     counts the files committed before it) and each ingested key to ``known`` (a second copy
-    of that content later in the run is skipped).
+    of that content later in the run is skipped). ``parsing``: where the groups are parsed
+    (``parallel.Parsing``, kept by the caller across calls); by default one made for these
+    files (``parallel.workers_for``: worker processes for a large run), closed on return.
     Raises ``run_stopped``'s ``LakeError`` when a batch cannot be written (rolled back)."""
+    if parsing is None:
+        with Parsing(workers_for(files, workers_asked())) as own:
+            ingest_files(lake, files, known, now, results, progress, own)
+        return
+    try:
+        _ingest_files(lake, files, known, now, results, progress, parsing)
+    finally:
+        parsing.forget()
+
+
+def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: datetime,
+                  results: list[FileResult], progress: Callable[[int, int, str], None] | None,
+                  parsing: Parsing) -> None:
     batch: list[ParsedFile] = []
     batch_rows = 0
     #: files loaded, to be parsed together (``read.parse_loaded``), and their keys and bytes
@@ -137,10 +159,13 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
             flush()
             batch_rows = 0
 
-    def parse_loaded_files() -> None:
+    def parse_loaded_files(wait: bool = False) -> None:
         nonlocal loaded_bytes
-        for pf in parse_loaded(loaded):
+        for pf in parsing.submit(loaded):
             add(pf)
+        if wait:
+            for pf in parsing.drain():
+                add(pf)
         loaded.clear()
         loaded_keys.clear()
         loaded_bytes = 0
@@ -149,8 +174,10 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
         if progress:
             progress(i, len(files), safe_text(raw.rel))
         item = load_file(raw, known)
-        if isinstance(item, LoadedFile) and item.key in loaded_keys:
-            parse_loaded_files()  # a copy of a file loaded: skipped when that one went in
+        if isinstance(item, LoadedFile) and (item.key in loaded_keys
+                                             or item.key in parsing.keys):
+            # a copy of a file loaded: skipped when that one went in
+            parse_loaded_files(wait=True)
             item = skip_known(item, known)
         if isinstance(item, LoadedFile):
             loaded_keys.add(item.key)
@@ -158,7 +185,7 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
         loaded.append(item)
         if len(loaded) >= BATCH_FILES or loaded_bytes >= PARSE_BYTES:
             parse_loaded_files()
-    parse_loaded_files()
+    parse_loaded_files(wait=True)
     flush()
 
 

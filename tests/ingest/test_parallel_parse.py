@@ -1,0 +1,188 @@
+"""The parse step in worker processes (``ingest.parallel``) writes exactly the lake of a run in
+one process: the same rows, quarantine and file results, copies skipped once, a dead worker's
+groups parsed again here, and a calling script without a ``__main__`` guard run only once."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import lake_rows, write_raw_dir
+from tests.sources.test_bulk_json import BASES, _mixed_lines, envelope
+
+from ckptwatch.errors import ConfigError
+from ckptwatch.ingest import parallel
+from ckptwatch.ingest import run as run_module
+from ckptwatch.ingest.discover import discover
+from ckptwatch.ingest.read import load_file, parse_loaded
+from ckptwatch.ingest.run import ingest
+
+ETH = "NIC statistics:\n     rx_prio3_pause: 7\n     rx_bytes: 9\n"
+PERFQUERY = ("# Port extended counters: Lid 7 port 1 (CapMask: 0x5A00)\n"
+             "PortXmitData:....................1000\nPortXmitWait:....................5\n")
+
+
+def _raw(root: Path) -> Path:
+    """Envelope files of every kind (bad lines, a copy of a file, a cut-off .gz) beside the
+    canonical small raw directory with its bad records."""
+    write_raw_dir(root, bad=True)
+    mixed = _mixed_lines()
+    files = {
+        "smart/node001.jsonl": mixed,
+        "smart/node002.jsonl": mixed[::-1] + ["{not json"],
+        "smart/node009.jsonl": mixed,  # node001's content again: skipped
+        "smart/node005.jsonl": [envelope(*base, device="nvme0") for base in BASES],
+        **{f"fabric/node{k:03d}.jsonl": [
+            envelope("ethtool", ETH.replace("7", str(k)), device="eth0", node=f"node{k}",
+                     collected_at=f"2026-11-28T00:0{j}:00Z") for j in range(3)]
+            + [envelope("perfquery", PERFQUERY, device="mlx5_0", node=f"node{k}")]
+            for k in range(10, 22)},
+        "fabric/node013b.jsonl": [],  # filled below: node013's bytes
+    }
+    for rel, lines in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    (root / "fabric" / "node013b.jsonl").write_bytes(
+        (root / "fabric" / "node013.jsonl").read_bytes())
+    broken = gzip.compress(("\n".join(mixed) + "\n").encode())
+    (root / "smart" / "node006.jsonl.gz").write_bytes(broken[: len(broken) // 2])
+    return root
+
+
+def _results(report: run_module.IngestReport) -> list[tuple[object, ...]]:
+    return [(f.rel, f.status, f.rows, f.quarantined, f.notes, f.error) for f in report.files]
+
+
+def test_workers_write_the_lake_of_one_process(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = _raw(tmp_path / "raw")
+    monkeypatch.setattr(run_module, "PARSE_BYTES", 600)  # many small groups, several in flight
+    alone = ingest(raw, tmp_path / "alone", workers=1)
+    spread = ingest(raw, tmp_path / "spread", workers=2)
+    assert lake_rows(tmp_path / "spread") == lake_rows(tmp_path / "alone")
+    assert _results(spread) == _results(alone)
+    status = {f.rel: f.status for f in spread.files}
+    assert status["smart/node009.jsonl"] == "skipped"
+    assert [status["fabric/node013.jsonl"], status["fabric/node013b.jsonl"]] \
+        == ["ingested", "skipped"]  # the copy's first was still being parsed when it came
+    assert status["smart/node006.jsonl.gz"] == "failed"
+    assert spread.quarantined == alone.quarantined > 0
+    assert spread.notes == alone.notes
+    # a rerun over the same lake writes nothing twice
+    again = ingest(raw, tmp_path / "spread", workers=2)
+    assert {f.status for f in again.files} <= {"skipped", "ignored", "failed"}
+    assert lake_rows(tmp_path / "spread") == lake_rows(tmp_path / "alone")
+
+
+def test_a_dead_worker_s_groups_are_parsed_here(tmp_path: Path) -> None:
+    raw = _raw(tmp_path / "raw")
+    files = discover(raw)
+    items = [load_file(f) for f in files]
+    expected = parse_loaded(items)
+    with parallel.Parsing(2) as parsing:
+        got = parsing.submit(items[:3])  # starts the workers
+        pool = parsing._pool
+        assert pool is not None
+        for proc in list(pool._processes.values()):  # killed as the OOM killer would
+            assert proc.pid is not None
+            os.kill(proc.pid, signal.SIGKILL)
+        got += parsing.submit(items[3:])
+        got += parsing.drain()
+        assert parsing.workers == 1 and parsing.notes
+        assert "parse worker stopped" in parsing.notes[0]
+    assert [(p.raw.rel, p.key, p.failure, p.parsed.rejects, sorted(p.parsed.frames))
+            for p in got] == [(p.raw.rel, p.key, p.failure, p.parsed.rejects,
+                               sorted(p.parsed.frames)) for p in expected]
+    for a, b in zip(got, expected, strict=True):
+        for table, frames in b.parsed.frames.items():
+            assert [f.rows() for f in a.parsed.frames[table]] == [f.rows() for f in frames]
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    raw = _raw(tmp_path / "raw")
+    marker = tmp_path / "ran.txt"
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from ckptwatch.ingest.run import ingest\n"
+        f"with open({str(marker)!r}, 'a') as fh:\n"
+        "    fh.write('ran\\n')\n"
+        f"report = ingest(Path({str(raw)!r}), Path({str(tmp_path / 'lake')!r}), workers=2)\n"
+        "print(report.count('ingested'))\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.read_text() == "ran\n"  # the workers did not run the script again
+    assert proc.stderr == ""
+    assert int(proc.stdout.strip()) > 10
+
+
+def test_how_many_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    assert parallel.workers_asked() is None
+    assert parallel.workers_asked("auto") is None and parallel.workers_asked(" AUTO ") is None
+    assert parallel.workers_asked("3") == 3 and parallel.workers_asked(1) == 1
+    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
+    assert parallel.workers_asked() == 2
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(ConfigError, match="positive integer"):
+            parallel.workers_asked(bad)
+    raw = _raw(tmp_path / "raw")
+    files = discover(raw)
+    assert parallel.workers_for(files, 3) == 3
+    assert parallel.workers_for(files, None) == 1  # a small run: no workers to start
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 1000)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 8)
+    assert parallel.workers_for(files, None) == parallel.MAX_AUTO_WORKERS
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
+    assert parallel.workers_for(files, None) == 1
+
+
+def test_ingest_workers_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from ckptwatch.cli.main import main
+
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    raw = write_raw_dir(tmp_path / "raw")
+    assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--workers", "none",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "ingest workers (--workers, CKPTWATCH_INGEST_WORKERS) must be 'auto' or a " \
+        "positive integer (got 'none')" in err
+    assert "Traceback" not in err and not (tmp_path / "lake").exists()
+    assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--workers", "1",
+                 "--quiet"]) == 0
+    assert json.dumps(os.environ.get(parallel.WORKERS_ENV)) == '"1"'
+
+
+def test_workers_end_with_a_killed_run(tmp_path: Path) -> None:
+    """A run killed (SIGKILL) mid-parse leaves no worker behind holding its output open."""
+    raw = _raw(tmp_path / "raw")
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from ckptwatch.ingest import parallel\n"
+        "from ckptwatch.ingest.discover import discover\n"
+        "from ckptwatch.ingest.read import load_file\n"
+        "items = [load_file(f) for f in discover(Path(sys.argv[1]))]\n"
+        "p = parallel.Parsing(2)\n"
+        "p.submit(items[:2]); p.submit(items[2:4])\n"
+        "print(' '.join(str(q.pid) for q in p._pool._processes.values()), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(raw)], capture_output=True,
+                          text=True, timeout=60, check=False)  # returns once the pipes close
+    assert proc.returncode == -signal.SIGKILL
+    pids = [int(p) for p in proc.stdout.split()]
+    assert len(pids) == 2
+    for pid in pids:  # gone, or a zombie its new parent has not reaped
+        stat = Path(f"/proc/{pid}/stat")
+        state = stat.read_text().rsplit(")", 1)[1].split()[0] if stat.exists() else "gone"
+        assert state in ("gone", "Z", "X"), (pid, state)
