@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from ckptwatch.ingest import run as run_module
 from ckptwatch.ingest.discover import discover
 from ckptwatch.ingest.read import load_file, parse_loaded
 from ckptwatch.ingest.run import ingest
+from ckptwatch.ingest.write import write_files
+from ckptwatch.lake.store import Lake
 
 ETH = "NIC statistics:\n     rx_prio3_pause: 7\n     rx_bytes: 9\n"
 PERFQUERY = ("# Port extended counters: Lid 7 port 1 (CapMask: 0x5A00)\n"
@@ -56,6 +59,12 @@ def _raw(root: Path) -> Path:
     return root
 
 
+def _parts(lake: Path) -> dict[str, bytes]:
+    """The lake's Parquet parts by path (names are the file key's, table's and day's)."""
+    return {str(p.relative_to(lake)): p.read_bytes() for p in sorted(lake.rglob("*.parquet"))
+            if "date=1970-01-01" not in str(p)}
+
+
 def _results(report: run_module.IngestReport) -> list[tuple[object, ...]]:
     return [(f.rel, f.status, f.rows, f.quarantined, f.notes, f.error) for f in report.files]
 
@@ -67,6 +76,7 @@ def test_workers_write_the_lake_of_one_process(tmp_path: Path,
     alone = ingest(raw, tmp_path / "alone", workers=1)
     spread = ingest(raw, tmp_path / "spread", workers=2)
     assert lake_rows(tmp_path / "spread") == lake_rows(tmp_path / "alone")
+    assert sorted(_parts(tmp_path / "spread")) == sorted(_parts(tmp_path / "alone"))
     assert _results(spread) == _results(alone)
     status = {f.rel: f.status for f in spread.files}
     assert status["smart/node009.jsonl"] == "skipped"
@@ -84,25 +94,29 @@ def test_workers_write_the_lake_of_one_process(tmp_path: Path,
 def test_a_dead_worker_s_groups_are_parsed_here(tmp_path: Path) -> None:
     raw = _raw(tmp_path / "raw")
     files = discover(raw)
-    items = [load_file(f) for f in files]
+    items = list({x.key: x for x in map(load_file, files)}.values())  # one of each copy
     expected = parse_loaded(items)
+    lake, now = Lake(tmp_path / "lake"), datetime.now(UTC)
     with parallel.Parsing(2) as parsing:
-        got = parsing.submit(items[:3])  # starts the workers
+        got = parsing.submit(items[:3], lake, now)  # starts the workers
         pool = parsing._pool
         assert pool is not None
         for proc in list(pool._processes.values()):  # killed as the OOM killer would
             assert proc.pid is not None
             os.kill(proc.pid, signal.SIGKILL)
-        got += parsing.submit(items[3:])
+        got += parsing.submit(items[3:], lake, now)
         got += parsing.drain()
-        assert parsing.workers == 1 and parsing.notes
+        assert parsing.workers == 1 and len(parsing.notes) == 1
         assert "parse worker stopped" in parsing.notes[0]
-    assert [(p.raw.rel, p.key, p.failure, p.parsed.rejects, sorted(p.parsed.frames))
-            for p in got] == [(p.raw.rel, p.key, p.failure, p.parsed.rejects,
-                               sorted(p.parsed.frames)) for p in expected]
-    for a, b in zip(got, expected, strict=True):
-        for table, frames in b.parsed.frames.items():
-            assert [f.rows() for f in a.parsed.frames[table]] == [f.rows() for f in frames]
+    assert [(p.raw.rel, p.key, p.failure, p.parsed.rejects, p.n_rows) for p in got] \
+        == [(p.raw.rel, p.key, p.failure, p.parsed.rejects, p.n_rows) for p in expected]
+    # what the lake gets of them: the same parts, with the same rows
+    written = {name: Lake(tmp_path / name) for name in ("got", "expected")}
+    for name, pfs in (("got", got), ("expected", expected)):
+        written[name].init()
+        write_files(written[name], pfs, now)
+    assert lake_rows(tmp_path / "got") == lake_rows(tmp_path / "expected")
+    assert _parts(tmp_path / "got") == _parts(tmp_path / "expected")
 
 
 def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
@@ -172,9 +186,12 @@ def test_workers_end_with_a_killed_run(tmp_path: Path) -> None:
         "from ckptwatch.ingest import parallel\n"
         "from ckptwatch.ingest.discover import discover\n"
         "from ckptwatch.ingest.read import load_file\n"
+        "from ckptwatch.lake.store import Lake\n"
+        "from datetime import UTC, datetime\n"
         "items = [load_file(f) for f in discover(Path(sys.argv[1]))]\n"
         "p = parallel.Parsing(2)\n"
-        "p.submit(items[:2]); p.submit(items[2:4])\n"
+        "lake, now = Lake(sys.argv[1] + '-lake'), datetime.now(UTC)\n"
+        "p.submit(items[:2], lake, now); p.submit(items[2:4], lake, now)\n"
         "print(' '.join(str(q.pid) for q in p._pool._processes.values()), flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n")
     proc = subprocess.run([sys.executable, "-c", code, str(raw)], capture_output=True,

@@ -30,10 +30,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
 
 from ckptwatch.errors import ConfigError
 from ckptwatch.ingest.discover import RawFile
 from ckptwatch.ingest.read import LoadedFile, ParsedFile, parse_loaded
+from ckptwatch.ingest.write import encode_parts
+from ckptwatch.lake.store import Lake
 from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 
 #: The environment variable of the number of parse workers (``auto`` or a positive integer).
@@ -129,11 +133,13 @@ def _main_left_behind() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
-def _parse_group(items: Sequence[ParsedFile | LoadedFile],
-                 limits: IngestSettings) -> list[ParsedFile]:
-    """``parse_loaded`` in a worker, under the run's limits."""
+def _parse_group(items: Sequence[ParsedFile | LoadedFile], limits: IngestSettings,
+                 lake_root: Path, ingested_ts: datetime) -> list[ParsedFile]:
+    """``parse_loaded`` in a worker, under the run's limits, each file's parts encoded for the
+    lake at ``lake_root`` (``write.encode_parts``: the Parquet encoding is done here too)."""
+    lake = Lake(lake_root)
     with using_ingest(limits):
-        return parse_loaded(items)
+        return [encode_parts(lake, pf, ingested_ts) for pf in parse_loaded(items)]
 
 
 def _portable(item: ParsedFile | LoadedFile) -> ParsedFile | LoadedFile:
@@ -190,10 +196,11 @@ class Parsing:
                     self._pool.submit(os.getpid)
         return self._pool
 
-    def submit(self, items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
+    def submit(self, items: Sequence[ParsedFile | LoadedFile], lake: Lake,
+               ingested_ts: datetime) -> list[ParsedFile]:
         """Hand a group over; returns the results that are due, in order (in one process: this
         group's, at once; with workers: the oldest group's once ``workers + 1`` are in
-        flight)."""
+        flight, their parts for ``lake`` encoded, ``ingested_ts`` their time)."""
         group = list(items)
         if not group:
             return []
@@ -205,7 +212,8 @@ class Parsing:
             portable = [_portable(x) for x in group]
             try:
                 with _main_left_behind():  # a submit may start a worker
-                    future = pool.submit(_parse_group, portable, self._limits)
+                    future = pool.submit(_parse_group, portable, self._limits, lake.root,
+                                         ingested_ts)
             except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a worker died
                 self._broken(exc)
         self._pending.append((group, future))

@@ -46,6 +46,15 @@ from ckptwatch.sources.tabular import LOADERS, canonicalise
 
 
 @dataclass
+class EncodedParts:
+    """A file's lake parts encoded ahead of its write (``write.encode_parts``, in a parse
+    worker): (table, part path, Parquet bytes) in the order written, and rows per table."""
+
+    parts: list[tuple[str, str, bytes]]
+    rows: dict[str, int]
+
+
+@dataclass
 class ParsedFile:
     """One raw file after parsing: its identity (``key``) and what it produced."""
 
@@ -58,6 +67,15 @@ class ParsedFile:
     error: str | None = None
     #: The file could not be read whole: why (what was read goes to quarantine; ``failed``).
     failure: str | None = None
+    #: Its parts, encoded (``parsed`` then holds its rejects and notes, not its rows).
+    encoded: EncodedParts | None = None
+
+    @property
+    def n_rows(self) -> int:
+        """Rows parsed, over all tables."""
+        if self.encoded is not None:
+            return sum(self.encoded.rows.values())
+        return sum(f.height for fs in self.parsed.frames.values() for f in fs)
 
 
 @dataclass(frozen=True)

@@ -154,14 +154,14 @@ def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: da
         batch.append(pf)
         if _to_ingest(pf):
             known.add(pf.key)
-            batch_rows += sum(f.height for fs in pf.parsed.frames.values() for f in fs)
+            batch_rows += pf.n_rows
         if pf.failure or batch_rows >= BATCH_ROWS or sum(map(_to_ingest, batch)) >= BATCH_FILES:
             flush()
             batch_rows = 0
 
     def parse_loaded_files(wait: bool = False) -> None:
         nonlocal loaded_bytes
-        for pf in parsing.submit(loaded):
+        for pf in parsing.submit(loaded, lake, now):
             add(pf)
         if wait:
             for pf in parsing.drain():

@@ -10,18 +10,18 @@ day, so a rerun on the same day replaces them instead of adding rows.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
-from ckptwatch.ingest.read import ParsedFile
+from ckptwatch.ingest.read import EncodedParts, ParsedFile
 from ckptwatch.lake.schema import QUARANTINE, TABLES
-from ckptwatch.lake.store import INFLIGHT_DIR, Lake, ManifestEntry
+from ckptwatch.lake.store import INFLIGHT_DIR, Lake, ManifestEntry, encode_part
 from ckptwatch.settings import active_ingest
-from ckptwatch.sources.base import Reject, clip_raw, safe_text
+from ckptwatch.sources.base import Parsed, Reject, clip_raw, safe_text
 
 #: What happened to one raw file: ``ingested``, ``skipped`` (already in the lake), ``ignored``
 #: (not telemetry) or ``failed`` (could not be read; ``FileResult.error`` says why).
@@ -53,7 +53,7 @@ def write_file(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult:
 class _Planned:
     """A file to ingest, planned: its parts (table, part path, rows), manifest entry, result."""
 
-    parts: list[tuple[str, str, pl.DataFrame]]
+    parts: list[tuple[str, str, pl.DataFrame | bytes]]
     entry: ManifestEntry
     result: FileResult
 
@@ -104,22 +104,15 @@ def _plan(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult | _Pl
         return FileResult(rel_text, "ignored", notes=[safe_text(f"{raw.rel}: {raw.reason}")])
     if pf.already:
         return FileResult(rel_text, "skipped")
-    prov = {"source_file": pl.lit(rel_text), "ingested_ts": pl.lit(ingested_ts).cast(
-        pl.Datetime("us", "UTC"))}
     if pf.failure:
-        return _write_failed(lake, pf, rel_text, prov)
-    planned: list[tuple[str, str, pl.DataFrame]] = []
-    rows: dict[str, int] = {}
-    for table, frames in sorted(pf.parsed.frames.items()):
-        frame = pl.concat(frames, how="diagonal_relaxed").with_columns(**prov)
-        rows[table] = frame.height
-        for rel, part in lake.plan_parts(pf.key, TABLES[table], frame):
-            planned.append((table, rel, part))
+        return _write_failed(lake, pf, rel_text, _provenance(rel_text, ingested_ts))
+    planned: list[tuple[str, str, pl.DataFrame | bytes]]
+    if pf.encoded is not None:
+        planned, rows = list(pf.encoded.parts), dict(pf.encoded.rows)
+    else:
+        frames, rows = _parts(lake, pf, rel_text, ingested_ts)
+        planned = list(frames)
     rejects = pf.parsed.rejects
-    if rejects:
-        q = _quarantine_frame(rejects, raw.table).with_columns(**prov)
-        for rel, part in lake.plan_parts(pf.key, QUARANTINE, q):
-            planned.append((QUARANTINE.name, rel, part))
     parts = [rel for _, rel, _ in planned]
     entry = ManifestEntry(
         key=pf.key, path=rel_text, size_bytes=pf.size_bytes,
@@ -129,6 +122,44 @@ def _plan(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult | _Pl
         notes.append(f"{rel_text}: no records in this file")
     return _Planned(planned, entry, FileResult(rel_text, "ingested", rows=rows,
                                                quarantined=len(rejects), notes=notes))
+
+
+def _provenance(rel_text: str, ingested_ts: datetime) -> dict[str, pl.Expr]:
+    return {"source_file": pl.lit(rel_text), "ingested_ts": pl.lit(ingested_ts).cast(
+        pl.Datetime("us", "UTC"))}
+
+
+def _parts(lake: Lake, pf: ParsedFile, rel_text: str, ingested_ts: datetime
+           ) -> tuple[list[tuple[str, str, pl.DataFrame]], dict[str, int]]:
+    """A file's parts (table, part path, rows with provenance), its rows first, its rejects
+    last, and its rows per table."""
+    prov = _provenance(rel_text, ingested_ts)
+    planned: list[tuple[str, str, pl.DataFrame]] = []
+    rows: dict[str, int] = {}
+    for table, frames in sorted(pf.parsed.frames.items()):
+        frame = pl.concat(frames, how="diagonal_relaxed").with_columns(**prov)
+        rows[table] = frame.height
+        for rel, part in lake.plan_parts(pf.key, TABLES[table], frame):
+            planned.append((table, rel, part))
+    rejects = pf.parsed.rejects
+    if rejects:
+        q = _quarantine_frame(rejects, pf.raw.table).with_columns(**prov)
+        for rel, part in lake.plan_parts(pf.key, QUARANTINE, q):
+            planned.append((QUARANTINE.name, rel, part))
+    return planned, rows
+
+
+def encode_parts(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> ParsedFile:
+    """``pf`` with the parts ``write_files`` would write for it encoded (``EncodedParts``:
+    the same bytes it writes), its rows dropped; a file ``write_files`` does not write parts
+    of this way (failed, skipped, ignored) as it is."""
+    if pf.error or pf.failure or pf.already or pf.raw.kind == "ignored" or pf.encoded:
+        return pf
+    frames, rows = _parts(lake, pf, safe_text(pf.raw.rel), ingested_ts)
+    encoded = EncodedParts([(t, rel, encode_part(TABLES[t], part)) for t, rel, part in frames],
+                           rows)
+    parsed = Parsed(rejects=pf.parsed.rejects, notes=pf.parsed.notes)
+    return replace(pf, parsed=parsed, encoded=encoded)
 
 
 def _quarantine_frame(rejects: list[Reject], table: str | None) -> pl.DataFrame:

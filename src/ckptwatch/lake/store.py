@@ -127,6 +127,10 @@ def _os_error(exc: OSError, what: Path) -> LakeError:
     return LakeError(f"cannot write {what}: {hint}")
 
 
+#: The compression of every Parquet part.
+PART_COMPRESSION = "zstd"
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -151,7 +155,7 @@ def atomic_write_table(path: Path, table: pa.Table) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression=PART_COMPRESSION)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -162,6 +166,19 @@ def atomic_write_table(path: Path, table: pa.Table) -> None:
         if isinstance(exc, OSError):
             raise _os_error(exc, path) from exc
         raise
+
+
+def part_table(table: Table, rows: pl.DataFrame) -> pa.Table:
+    """A part's rows as Arrow with the table's canonical schema (as written)."""
+    return rows.to_arrow().select(table.schema.names).cast(table.schema)
+
+
+def encode_part(table: Table, rows: pl.DataFrame) -> bytes:
+    """A part's Parquet file as bytes, exactly as ``atomic_write_many`` writes ``rows`` (a
+    parse worker encodes its parts: the run's process only writes them)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(part_table(table, rows), sink, compression=PART_COMPRESSION)
+    return bytes(sink.getvalue())
 
 
 def atomic_write_many(items: Sequence[tuple[Path, bytes | pa.Table]]) -> None:
@@ -186,7 +203,7 @@ def atomic_write_many(items: Sequence[tuple[Path, bytes | pa.Table]]) -> None:
                 with open(tmp, "wb") as fh:
                     fh.write(data)
             else:
-                pq.write_table(data, tmp, compression="zstd")
+                pq.write_table(data, tmp, compression=PART_COMPRESSION)
         what = many
         _fsync_files([tmp for tmp, _ in tmps])
         for tmp, path in tmps:
@@ -451,11 +468,12 @@ class Lake:
             {"key": key, "parts": [p for ps in files.values() for p in ps],
              "files": files}).encode())
 
-    def write_parts(self, parts: Sequence[tuple[str, Table, pl.DataFrame]]) -> None:
-        """Write several parts (relative path, table, rows) with their tables' canonical
-        schemas, durable together (``atomic_write_many``)."""
-        atomic_write_many([(self.root / rel, rows.to_arrow().select(table.schema.names).cast(
-            table.schema)) for rel, table, rows in parts])
+    def write_parts(self, parts: Sequence[tuple[str, Table, pl.DataFrame | bytes]]) -> None:
+        """Write several parts (relative path, table, rows; or the part's Parquet bytes,
+        ``encode_part``) with their tables' canonical schemas, durable together
+        (``atomic_write_many``)."""
+        atomic_write_many([(self.root / rel, rows if isinstance(rows, bytes)
+                            else part_table(table, rows)) for rel, table, rows in parts])
 
     def commit_batch(self, key: str, entries: Sequence[ManifestEntry]) -> None:
         """Record the files of batch ``key`` as ingested (their manifest entries, durable
@@ -505,8 +523,7 @@ class Lake:
 
     def write_part(self, rel: str, table: Table, rows: pl.DataFrame) -> None:
         """Write one part with the table's canonical schema."""
-        arrow = rows.to_arrow().select(table.schema.names).cast(table.schema)
-        atomic_write_table(self.root / rel, arrow)
+        atomic_write_table(self.root / rel, part_table(table, rows))
 
     def read(self, table: str) -> pl.DataFrame:
         """All rows of a table (small lakes, tests and notebooks; use DuckDB for big ones)."""
