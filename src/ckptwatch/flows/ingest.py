@@ -12,8 +12,9 @@ content earlier in the run (``content_key``), and waits for every task before it
 lock go. Each file is its own transaction (journal, parts, manifest), so workers in other
 processes or hosts write safely; they must see the raw directory and the lake at the same
 paths (one machine, or a shared file system). Without a Dask runner the flow runs the files
-in order, one task per batch of up to ``BATCH_FILES`` files (``ingest.run.ingest_files``, as
-``ckptwatch ingest`` does: one journal entry and one round of fsyncs per batch).
+in order, one task per ``TASK_FILES`` files (``ingest.run.ingest_files``, written in batches
+of ``BATCH_FILES`` as ``ckptwatch ingest`` writes them: one journal entry and one round of
+fsyncs per batch).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ from ckptwatch.ingest.run import BATCH_FILES, IngestReport, ingest_files, run_st
 from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
 from ckptwatch.lake.store import Lake
 from ckptwatch.sources.base import safe_text
+
+#: Files one ingest task takes at most (written in batches of ``BATCH_FILES``): each task
+#: ends with its parse workers' pipeline drained, so fewer, larger tasks idle them less (on
+#: the 512-node day 17 tasks of 64 files, 5 of 256); a retry redoes at most this many.
+TASK_FILES = 4 * BATCH_FILES
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="discover {raw_dir}", cache_policy=NO_CACHE)
@@ -144,8 +150,8 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> I
             results = _ingest_parallel(files, lake_root, known, now)
             files = []
         with Parsing(workers_for(files, workers_asked())) as parsing:
-            for start in range(0, len(files), BATCH_FILES):
-                raws = files[start:start + BATCH_FILES]
+            for start in range(0, len(files), TASK_FILES):
+                raws = files[start:start + TASK_FILES]
                 # A write failure raises run_stopped's one line (disk full, permission denied).
                 batch, new_keys = ingest_batch(lake_root, raws, frozenset(known), now,
                                                results, len(raws), safe_text(raws[0].rel),
