@@ -227,14 +227,25 @@ def ours(raw: Path, lake: Path) -> dict[str, Any]:
 
 
 def _cpu_s() -> float:
-    """CPU seconds of this process so far, all threads (user and system): the work done, which
-    other processes on the machine do not inflate as they do the wall-clock seconds."""
-    use = resource.getrusage(resource.RUSAGE_SELF)
-    return use.ru_utime + use.ru_stime
+    """CPU seconds of this process and its ended children (an ingest's parse workers) so far,
+    all threads (user and system): the work done, which other processes on the machine do not
+    inflate as they do the wall-clock seconds."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak RSS: this process's, plus, when an ingest ran parse workers beside it, as many
+    times the largest worker's as it may start (``ingest.parallel``): they ran at the same
+    time, so an upper bound of what the ingest held at once."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if kids:
+        from ckptwatch.ingest.parallel import MAX_AUTO_WORKERS, usable_cpus
+
+        own += kids * min(usable_cpus(), MAX_AUTO_WORKERS)
+    return own / 1024.0
 
 
 def child(mode: str, raw: Path, lake: Path) -> dict[str, Any]:

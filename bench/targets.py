@@ -34,8 +34,9 @@ WHY = {
     "rows": "records: validation the bare read skips (timestamps, identifiers, units, the "
             "quarantine of bad rows) and the lake's transaction (journal, manifest, fsyncs)",
     "day": "the sum of the formats' costs; DLIO's 376 tiny files are a quarter of the day",
-    "nightly": "ingest is most of it (35 M fabric rows of tool text), then the derived deltas "
-               "refresh (1.7x a bare lag() pass) and attribution; its steps:",
+    "nightly": "ingest (35 M fabric rows of tool text, parsed by 2 worker processes on 2 "
+               "cores since session 9), attribution and the derived deltas refresh (1.7x a "
+               "bare lag() pass) are each 20-40 % of it; its steps:",
     "attribution": "reading the 37 M stored delta rows (their files are not sorted by time, so "
                    "a window cannot skip them), the exact per-series medians (one thread, "
                    "within the cap) and the SMART/pool dedup",

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_lock_wait(p)
     p.add_argument("--workers", default=None, metavar="N|auto",
                    help="processes that parse the files beside this one: auto (default: "
-                   "several for a run of 64 MiB or more, else none) or a number, 1 to parse "
+                   "several for a run of 128 MiB or more, else none) or a number, 1 to parse "
                    "in this process (env CKPTWATCH_INGEST_WORKERS)")
     _add_limits(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -42,9 +42,11 @@ from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 
 #: The environment variable of the number of parse workers (``auto`` or a positive integer).
 WORKERS_ENV = "CKPTWATCH_INGEST_WORKERS"
-#: Bytes of files to read in a run from which ``auto`` starts workers: below it a run takes a
-#: few seconds, about what starting them costs.
-PARALLEL_BYTES = 64 * 2**20
+#: Bytes of files to read in a run from which ``auto`` starts workers. Two workers cost ~2.4
+#: CPU s to start (imports); below this they can lose: a 78 MB run of node_exporter scrapes
+#: took 2.4 s with them, a 72 MB run of perfquery text 4.6 s (5.6 s without); the 291 MB
+#: mixed day and the 1.5 GB 512-node day gain (docs/scale.md, "fifth round").
+PARALLEL_BYTES = 128 * 2**20
 #: Most workers ``auto`` starts (the calling process loads and writes beside them).
 MAX_AUTO_WORKERS = 4
 
