@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import lake_rows, write_raw_dir
 from tests.sources.test_bulk_json import BASES, _mixed_lines, envelope
+from tests.sources.test_envelope_batch import REAL_FILES
 
 from ckptwatch.errors import ConfigError
 from ckptwatch.ingest import parallel
@@ -32,8 +33,9 @@ PERFQUERY = ("# Port extended counters: Lid 7 port 1 (CapMask: 0x5A00)\n"
 
 
 def _raw(root: Path) -> Path:
-    """Envelope files of every kind (bad lines, a copy of a file, a cut-off .gz) beside the
-    canonical small raw directory with its bad records."""
+    """Envelope files of every kind (the genuine fixtures of tests/fixtures/real, bad lines, a
+    copy of a file, a cut-off .gz) beside the canonical small raw directory with its bad
+    records."""
     write_raw_dir(root, bad=True)
     mixed = _mixed_lines()
     files = {
@@ -54,6 +56,8 @@ def _raw(root: Path) -> Path:
         path.write_text("\n".join(lines) + "\n")
     (root / "fabric" / "node013b.jsonl").write_bytes(
         (root / "fabric" / "node013.jsonl").read_bytes())
+    for k, data in enumerate(REAL_FILES):  # every genuine fixture, as an envelope file
+        (root / "smart" / f"real{k:02d}.jsonl").write_bytes(data)
     broken = gzip.compress(("\n".join(mixed) + "\n").encode())
     (root / "smart" / "node006.jsonl.gz").write_bytes(broken[: len(broken) // 2])
     return root
@@ -84,6 +88,8 @@ def test_workers_write_the_lake_of_one_process(tmp_path: Path,
         == ["ingested", "skipped"]  # the copy's first was still being parsed when it came
     assert status["smart/node006.jsonl.gz"] == "failed"
     assert spread.quarantined == alone.quarantined > 0
+    assert sum(status[f"smart/real{k:02d}.jsonl"] == "ingested"
+               for k in range(len(REAL_FILES))) > 10
     assert spread.notes == alone.notes
     # a rerun over the same lake writes nothing twice
     again = ingest(raw, tmp_path / "spread", workers=2)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from tests.sql_seed import INGESTED, seed
 
@@ -210,20 +211,27 @@ def test_barrier_times_feed_the_tail_fit_and_no_restore_view_means_configured(
     assert json.dumps(m.to_dict())  # JSON-ready
 
 
+def _with_loads(root: Path, loads: list[tuple[str, int, int, str, str, float]]
+                ) -> duckdb.DuckDBPyConnection:
+    """A connection to ``root`` whose ``stg_checkpoint_loads`` (helper C's view) holds
+    ``loads``: (job_id, step, rank, node, tier, duration_s)."""
+    con = connect(root, views=("plan_measurements", "checkpoint_latency"))
+    con.execute("create or replace table __loads (job_id varchar, step bigint, rank bigint, "
+                "node varchar, tier varchar, duration_s double)")
+    con.executemany("insert into __loads values (?, ?, ?, ?, ?, ?)", loads)
+    con.execute("create or replace view stg_checkpoint_loads as select * from __loads")
+    return con
+
+
 def test_measured_restores_set_the_restart_cost(tmp_path: Path) -> None:
     """``stg_checkpoint_loads`` (helper C's view) seeded on the connection: per step the slowest
     rank's load is one restore; the median over steps is the restart cost of that tier."""
     root = _write_lake(tmp_path)
-    con = connect(root, views=("plan_measurements", "checkpoint_latency"))
-    con.execute("""
-        create or replace view stg_checkpoint_loads as
-        select * from (values
-            ('j1', 1, 0, 'n0', 'pool', 40.0), ('j1', 1, 1, 'n0', 'pool', 55.0),
-            ('j1', 2, 0, 'n0', 'pool', 70.0), ('j1', 2, 1, 'n1', 'pool', 65.0),
-            ('j1', 3, 0, 'n0', 'pool', 90.0),
-            ('j2', 1, 0, 'n0', 'local', 5.0)
-        ) as t(job_id, step, rank, node, tier, duration_s)
-    """)
+    con = _with_loads(root, [
+        ("j1", 1, 0, "n0", "pool", 40.0), ("j1", 1, 1, "n0", "pool", 55.0),
+        ("j1", 2, 0, "n0", "pool", 70.0), ("j1", 2, 1, "n1", "pool", 65.0),
+        ("j1", 3, 0, "n0", "pool", 90.0),
+        ("j2", 1, 0, "n0", "local", 5.0)])
     try:
         m = measure_from_lake(root, "j1", con=con)
     finally:
@@ -253,15 +261,10 @@ def test_many_jobs_at_once_are_each_jobs_measurement(tmp_path: Path) -> None:
     """One pass for every job (the daily report's): per job what ``measure_from_lake`` says,
     its own restores and main tier, and the error of a job the lake does not have."""
     root = _write_lake(tmp_path)
-    con = connect(root, views=("plan_measurements", "checkpoint_latency"))
-    con.execute("""
-        create or replace view stg_checkpoint_loads as
-        select * from (values
-            ('j1', 1, 0, 'n0', 'pool', 40.0), ('j1', 2, 0, 'n0', 'pool', 70.0),
-            ('j1', 3, 0, 'n0', 'pool', 90.0), ('j1', 3, 0, 'n0', 'local', 9.0),
-            ('j2', 1, 0, 'n0', 'local', 5.0), ('j2', 2, 0, 'n0', 'local', 7.0)
-        ) as t(job_id, step, rank, node, tier, duration_s)
-    """)
+    con = _with_loads(root, [
+        ("j1", 1, 0, "n0", "pool", 40.0), ("j1", 2, 0, "n0", "pool", 70.0),
+        ("j1", 3, 0, "n0", "pool", 90.0), ("j1", 3, 0, "n0", "local", 9.0),
+        ("j2", 1, 0, "n0", "local", 5.0), ("j2", 2, 0, "n0", "local", 7.0)])
     try:
         both = measure_jobs_from_lake(root, ["j2", "j9", "j1", "j2"], con=con)
         one_by_one = {j: measure_from_lake(root, j, con=con) for j in ("j1", "j2")}
