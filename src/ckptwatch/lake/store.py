@@ -129,6 +129,23 @@ def _os_error(exc: OSError, what: Path) -> LakeError:
 
 #: The compression of every Parquet part.
 PART_COMPRESSION = "zstd"
+#: String columns that keep min/max statistics in a part (the ones queries filter on: a part
+#: of one node's or one job's file is skipped whole). Other strings keep none: computing a
+#: string column's statistics was a quarter of a part's encode, and a part holds every counter
+#: name, so their range never skips one.
+STAT_STRINGS = frozenset({"node", "job_id"})
+
+
+def _write_parquet(table: pa.Table, where: Any) -> None:
+    """Write ``table`` as one Parquet part: zstd, dictionary-encoded strings (only: a
+    dictionary of timestamps or floats costs time and saves nothing), statistics on every
+    non-string column and on ``STAT_STRINGS``. Every part of the lake is written here."""
+    strings = [f.name for f in table.schema if pa.types.is_string(f.type)
+               or pa.types.is_large_string(f.type)]
+    pq.write_table(table, where, compression=PART_COMPRESSION, use_dictionary=strings or False,
+                   write_statistics=[f.name for f in table.schema
+                                     if f.name not in strings or f.name in STAT_STRINGS]
+                   or False)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -155,7 +172,7 @@ def atomic_write_table(path: Path, table: pa.Table) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, tmp, compression=PART_COMPRESSION)
+        _write_parquet(table, tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -177,7 +194,7 @@ def encode_part(table: Table, rows: pl.DataFrame) -> bytes:
     """A part's Parquet file as bytes, exactly as ``atomic_write_many`` writes ``rows`` (a
     parse worker encodes its parts: the run's process only writes them)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(part_table(table, rows), sink, compression=PART_COMPRESSION)
+    _write_parquet(part_table(table, rows), sink)
     return bytes(sink.getvalue())
 
 
@@ -203,7 +220,7 @@ def atomic_write_many(items: Sequence[tuple[Path, bytes | pa.Table]]) -> None:
                 with open(tmp, "wb") as fh:
                     fh.write(data)
             else:
-                pq.write_table(data, tmp, compression=PART_COMPRESSION)
+                _write_parquet(data, tmp)
         what = many
         _fsync_files([tmp for tmp, _ in tmps])
         for tmp, path in tmps:
