@@ -218,6 +218,25 @@ def test_parts_batch_by_host_range_and_never_split_a_series(tmp_path: Path) -> N
     assert names(derived._batches(parts, "target", 1)) == [sorted(by_name)]
 
 
+def test_ingested_parts_bound_their_host_range(tmp_path: Path) -> None:
+    """The lake writes statistics of every host column (``store.STAT_STRINGS``), so an
+    ingested part is batched by its host range, not with every part of its table."""
+    from ckptwatch.lake.store import STAT_STRINGS
+
+    assert set(derived.HOST_COLUMNS.values()) <= STAT_STRINGS
+    lake = Lake(tmp_path / "lake")
+    lake.init()
+    d = DAYS[0]
+    for name, node in (("a", "n0"), ("b", "n1")):
+        rows = pl.DataFrame([{"source_file": f"seed/{name}", "ingested_ts": datetime(
+            2026, 12, 1, tzinfo=UTC), **sample(d, 1, 1.0, node=node)}])
+        lake.write_part(f"fabric_counters/date={d}/part-{name}.parquet",
+                        TABLES["fabric_counters"], rows)
+    parts = sorted((lake.root / "fabric_counters" / f"date={d}").glob("*.parquet"))
+    assert [derived._host_range(p, "node")[1] for p in parts] == [("n0", "n0"), ("n1", "n1")]
+    assert len(derived._batches(parts, "node", 1)) == 2
+
+
 def test_a_day_in_many_batches_gives_the_rows_of_one_pass(
         three_days: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every part its own batch (one sample a batch): SMART and pool series, a re-sent sample

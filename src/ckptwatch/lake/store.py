@@ -129,11 +129,12 @@ def _os_error(exc: OSError, what: Path) -> LakeError:
 
 #: The compression of every Parquet part.
 PART_COMPRESSION = "zstd"
-#: String columns that keep min/max statistics in a part (the ones queries filter on: a part
-#: of one node's or one job's file is skipped whole). Other strings keep none: computing a
+#: String columns that keep min/max statistics in a part: the hosts (``derived.HOST_COLUMNS``:
+#: the counter deltas batch a day's parts by their footers' host range) and jobs (a query of
+#: one node or job skips the other files' parts whole). Other strings keep none: computing a
 #: string column's statistics was a quarter of a part's encode, and a part holds every counter
 #: name, so their range never skips one.
-STAT_STRINGS = frozenset({"node", "job_id"})
+STAT_STRINGS = frozenset({"node", "target", "job_id"})
 
 
 def _write_parquet(table: pa.Table, where: Any) -> None:
