@@ -330,8 +330,8 @@ def test_bulk_reading_routes_markers_as_the_line_by_line_reader(
     with mock.patch.object(pl, reader, side_effect=ValueError("careful")):
         slow = _read(loader, data, "checkpoint_writes")
     assert _tables(fast) == _tables(slow)
-    assert [(r.line, r.table, r.reason) for r in fast.rejects] == [
-        (r.line, r.table, r.reason) for r in slow.rejects]
+    assert [(r.line, r.table, r.reason, r.raw) for r in fast.rejects] == [
+        (r.line, r.table, r.reason, r.raw) for r in slow.rejects]
     markers = sum(str(r["status"]).lower() == "started" for r in rows)
     assert (sum(f.height for f in fast.frames.get("checkpoint_starts", []))
             + sum(r.table == "checkpoint_starts" for r in fast.rejects)) == markers

@@ -76,6 +76,14 @@ class Frame:
     #: A record's raw text spelled from ``df``'s own columns, when ``df`` holds no ``RAW``
     #: column: spelled only for the records that are rejected (``_spell_raw``).
     raw: pl.Expr | None = None
+    #: The file's bytes, when ``df`` holds no ``RAW`` column and a record is a line: a rejected
+    #: record's raw text is its line (``LINE``), decoded only when one is (``_spell_raw``).
+    data: bytes | None = None
+
+    @property
+    def spells_raw(self) -> bool:
+        """True when ``df`` holds no ``RAW`` column (``_spell_raw`` spells it)."""
+        return self.raw is not None or self.data is not None
 
 
 def _canonical_dtypes(table: str) -> dict[str, pl.DataType]:
@@ -110,6 +118,10 @@ def _json_array(lines: list[str]) -> bool:
 def load_jsonl(data: bytes, table: str) -> Frame:
     """JSON Lines: fast polars path; line by line only when a line is malformed or blank.
     A file that is one JSON array is a ``RecordError`` (the whole file is unreadable)."""
+    if data.lstrip()[:1] != b"[":  # an array is judged below
+        fast = _jsonl_at_once(data)
+        if fast is not None:
+            return fast
     text = data.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -117,19 +129,6 @@ def load_jsonl(data: bytes, table: str) -> Frame:
     if _json_array(lines):
         raise RecordError("the file is one JSON array, not JSON Lines (one object a line): "
                           "convert it, e.g. jq -c '.[]' FILE")
-    try:
-        if any(not ln.strip() for ln in lines):
-            raise ValueError("blank lines: take the careful path")
-        df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-        if df.height != len(lines) or any(isinstance(t, pl.Struct | pl.List) for t in df.dtypes):
-            raise ValueError("shape mismatch: take the careful path")
-        df = df.with_columns(
-            pl.int_range(1, df.height + 1, dtype=pl.Int64).alias(LINE),
-            pl.Series(RAW, lines, dtype=pl.String),
-        )
-        return Frame(df, [])
-    except (Exception, PanicException):  # noqa: BLE001 - any fast-path failure (a polars
-        pass  # panic included) falls back to the careful reader below
     rows: list[dict[str, Any]] = []
     rejects = Rejects()
     for i, ln in enumerate(lines, start=1):
@@ -159,6 +158,24 @@ def load_jsonl(data: bytes, table: str) -> Frame:
     strs = [{k: (v if k == LINE or v is None else str(v)) for k, v in r.items()} for r in rows]
     df = pl.DataFrame(strs, infer_schema_length=None)
     return Frame(df, rejects)
+
+
+def _jsonl_at_once(data: bytes) -> Frame | None:
+    """The file read by ``pl.read_ndjson`` in one pass, when that reads every line as one flat
+    object (no nested value); else None (the careful reader reads it line by line). Polars
+    reads a line only as one object, and a blank line (spaces, ``\\r``) it skips or refuses,
+    so a frame of one row a line is the file's records, in order. The lines' text is neither
+    decoded nor held: only a rejected record's is spelled (``Frame.data``), where a column of
+    every line cost a second copy of the file and a tenth of its ingest."""
+    try:
+        df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+    except (Exception, PanicException):  # noqa: BLE001 - any failure (a polars panic
+        return None  # included) leaves the file to the careful reader
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    if df.height != lines or any(isinstance(t, pl.Struct | pl.List) for t in df.dtypes):
+        return None
+    return Frame(df.with_columns(pl.int_range(1, df.height + 1, dtype=pl.Int64).alias(LINE)),
+                 [], data=data)
 
 
 #: Delimiters a CSV header may use, in order of preference when counts tie.
@@ -397,7 +414,7 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
             "an integer" if dtype in (pl.Int64, pl.Int32) else "a finite number")
         reasons.append((i, col, user_names.get(col, col), kind, dtype))
     stage = df.with_columns(coerced).with_columns(marker.alias(MARKER))
-    raw = pl.lit(None, dtype=pl.String).alias(RAW) if frame.raw is not None else pl.col(RAW)
+    raw = pl.lit(None, dtype=pl.String).alias(RAW) if frame.spells_raw else pl.col(RAW)
     typed = stage.select(pl.col(LINE), raw, *values, pl.col(MARKER),
                          *[pl.col(f"__b{i}") for i, *_ in reasons],
                          *[pl.col(col).alias(f"__o{i}") for i, (col, _) in
@@ -452,9 +469,14 @@ CHECKPOINT_KEY = ["job_id", "step", "rank"]
 
 def _spell_raw(frame: Frame, rows: pl.DataFrame) -> pl.DataFrame:
     """``rows`` (of ``frame``'s records, by ``LINE``) with their raw text, spelled by
-    ``frame.raw`` when the frame holds no ``RAW`` column."""
-    if frame.raw is None or not rows.height:
+    ``frame.raw`` or ``frame.data`` when the frame holds no ``RAW`` column."""
+    if not frame.spells_raw or not rows.height:
         return rows
+    if frame.data is not None:  # a record is a line
+        lines = frame.data.decode("utf-8", errors="replace").split("\n")
+        return rows.with_columns(pl.Series(RAW, [lines[i - 1] for i in rows[LINE]],
+                                           dtype=pl.String))
+    assert frame.raw is not None
     raw = frame.df.join(rows.select(LINE), on=LINE, how="semi").select(
         LINE, frame.raw.alias(RAW))
     return rows.drop(RAW).join(raw, on=LINE, how="left", maintain_order="left")
