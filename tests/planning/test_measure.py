@@ -82,7 +82,7 @@ def test_lake_job_missing_names_the_job_and_lists_others(tmp_path: Path) -> None
 
 def job_latency_row(lake: Path, job: str, tier: str) -> dict[str, Any]:
     """The ``job_latency`` row of (job, tier)."""
-    con = connect(lake)
+    con = connect(lake, views=("job_latency",))  # that view and what it reads
     try:
         [row] = run_sql(con, "select * from job_latency where job_id = $job and tier = $tier",
                         {"job": job, "tier": tier}).to_dicts()
@@ -146,7 +146,7 @@ def test_duplicated_raw_records_do_not_change_the_measurement(tmp_path: Path) ->
     resent = [*reversed(lines), lines[5]]
     (raw / "checkpoints" / "resent.jsonl").write_text("\n".join(resent) + "\n")
     ingest(raw, lake)
-    con = connect(lake)
+    con = connect(lake, views=("checkpoint_writes",))
     try:
         n_raw = run_sql(con, "select count(*) as n from checkpoint_writes where job_id = $j",
                         {"j": "train-9"})["n"][0]

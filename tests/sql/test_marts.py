@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.conftest import PROJECT_ROOT
-from tests.sql_seed import INGESTED, at, seed
+from tests.sql_seed import INGESTED, at, seed, views_read
 
 from ckptwatch.lake.query import SESSION_FILE, connect, run_sql, view_files
 from ckptwatch.lake.store import Lake
@@ -46,8 +46,8 @@ def lake(tmp_path: Path) -> Path:
 
 
 def query(root: Path, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Build the views over ``root`` and return the query's rows as dicts."""
-    con = connect(root)
+    """Build the views the query reads over ``root`` and return its rows as dicts."""
+    con = connect(root, views=views_read(sql))
     try:
         return run_sql(con, sql, params).to_dicts()
     finally:

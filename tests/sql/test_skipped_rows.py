@@ -46,7 +46,8 @@ def test_a_long_identifier_is_left_out_and_named(tmp_path: Path, table: str) -> 
     Lake(tmp_path).init()
     seed(tmp_path, table, [_row(table, None)], part="good")
     seed(tmp_path, table, [_row(table, IDS[table])], part="old")
-    con = connect(tmp_path)
+    # The staging view and the skipped-rows view (and what they read), not every mart.
+    con = connect(tmp_path, views=(STAGING[table], "int_lake_skipped_rows"))
     try:
         rows = run_sql(con, f"select * from {STAGING[table]}")
         assert rows.height == 1 and all(LONG not in str(v) for v in rows.row(0))

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.sql_seed import INGESTED, at, seed
+from tests.sql_seed import INGESTED, at, seed, views_read
 
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.schema import TABLES
@@ -41,8 +41,8 @@ def lake(tmp_path: Path) -> Path:
 
 
 def rows(root: Path, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Build the views over ``root`` and return the query's rows as dicts."""
-    con = connect(root)
+    """Build the views the query reads over ``root`` and return its rows as dicts."""
+    con = connect(root, views=views_read(sql))
     try:
         return run_sql(con, sql, params).to_dicts()
     finally:
