@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ckptwatch.lake.query import connect, run_sql, view_files
+from ckptwatch.lake.query import connect, run_sql, views_named_in
 from ckptwatch.lake.schema import TABLES
 from ckptwatch.lake.store import Lake
 
@@ -25,19 +23,11 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-@cache
-def _view_names() -> frozenset[str]:
-    """Every view file of sql/, by name (a macro defined inside another file is not one)."""
-    return frozenset(f.stem for f in view_files())
-
-
 def views_read(sql: str) -> tuple[str, ...] | None:
-    """The views ``sql`` names, for ``connect(..., views=...)``: those and what they read are
-    built, not all 46 (a full build binds every mart: ~1.6 CPU s, against ~0.2 s for one
-    staging view). A name matched by accident only builds one view more; ``None`` (no view
-    named): every view."""
-    found = sorted(set(re.findall(r"[a-z_][a-z0-9_]*", sql.lower())) & _view_names())
-    return tuple(found) or None
+    """The views ``sql`` names (``query.views_named_in``), for ``connect(..., views=...)``:
+    those and what they read are built, not all 46 (a full build binds every mart: ~1.6 CPU s,
+    against ~0.2 s for one staging view); ``None`` (none named): every view."""
+    return tuple(sorted(views_named_in(sql))) or None
 
 
 def seed(root: Path, table: str, rows: list[dict[str, Any]], part: str = "x") -> None:

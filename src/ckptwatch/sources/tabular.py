@@ -14,6 +14,7 @@ so the fast and the line-by-line readers route them alike.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from dataclasses import dataclass
@@ -84,6 +85,11 @@ class Frame:
     def spells_raw(self) -> bool:
         """True when ``df`` holds no ``RAW`` column (``_spell_raw`` spells it)."""
         return self.raw is not None or self.data is not None
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """``data``'s lines, decoded once (asked only when a record of it is rejected)."""
+        return (self.data or b"").decode("utf-8", errors="replace").split("\n")
 
 
 def _canonical_dtypes(table: str) -> dict[str, pl.DataType]:
@@ -473,8 +479,7 @@ def _spell_raw(frame: Frame, rows: pl.DataFrame) -> pl.DataFrame:
     if not frame.spells_raw or not rows.height:
         return rows
     if frame.data is not None:  # a record is a line
-        lines = frame.data.decode("utf-8", errors="replace").split("\n")
-        return rows.with_columns(pl.Series(RAW, [lines[i - 1] for i in rows[LINE]],
+        return rows.with_columns(pl.Series(RAW, [frame.lines[i - 1] for i in rows[LINE]],
                                            dtype=pl.String))
     assert frame.raw is not None
     raw = frame.df.join(rows.select(LINE), on=LINE, how="semi").select(
