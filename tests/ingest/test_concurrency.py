@@ -91,7 +91,7 @@ def test_simultaneous_ingests_are_serialised_and_add_up(tmp_path: Path) -> None:
 def test_a_run_killed_while_holding_the_lock_blocks_no_one(tmp_path: Path) -> None:
     """SIGKILL the run holding the lock: the waiting run takes over, rolls back what the
     killed one left half-written, and the lake ends exact."""
-    raw = _many_files(tmp_path / "raw", "k", 40)
+    raw = _many_files(tmp_path / "raw", "k", 160)  # long enough to outlast the 0.2 s below
     lake = tmp_path / "lake"
     holder = _spawn(raw, lake)
     manifest = lake / "_manifest"
