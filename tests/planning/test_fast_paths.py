@@ -48,8 +48,11 @@ def test_scalar_wall_time_is_the_vectorised_one() -> None:
             restart=point.restart, restart_severe=point.restart_severe,
             severe_fraction=point.severe_fraction))
         wall = float(with_timeouts(base, tau, point.q, point.timeout_s, point.restart))
+        # math's exp/log (the scalar path) and numpy's (the vectorised one) may differ by a few
+        # ulps, depending on the CPU's vector code: 1e-12 is thousands of ulps, still far
+        # below any difference a formula change would make
         for got, want in ((point.base(tau, k), base), (point.wall(tau, k), wall)):
-            assert got == pytest.approx(want, rel=1e-14) or got == want == math.inf
+            assert got == pytest.approx(want, rel=1e-12) or got == want == math.inf
         cases += math.isinf(base)
     assert 0 < cases < 3000  # the overflow branch was exercised, and not only it
 
@@ -94,7 +97,11 @@ def test_each_strategys_optimum_is_the_plain_optimisation(seed: int) -> None:
                                        bounds=(math.log(lo), math.log(hi)), method="bounded",
                                        options={"xatol": 1e-9}).x)
         got = evaluate_strategy(name, inputs)
-        assert got.optimal_interval_s == pytest.approx(tau, rel=1e-12), name
+        # At a minimum the wall time is flat: wall times an ulp apart (math's exp against
+        # numpy's, which differ by CPU) move Brent's argmin by ~sqrt(eps), so the interval is
+        # held to 1e-6 and the wall time there, which a wrong optimum would change, to 1e-12.
+        assert got.optimal_interval_s == pytest.approx(tau, rel=1e-6), name
+        assert wall(got.optimal_interval_s) == pytest.approx(wall(tau), rel=1e-12), name
         assert got.overhead_fraction == pytest.approx(1.0 - 1.0 / wall(tau), rel=1e-12), name
 
 
