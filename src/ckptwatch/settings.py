@@ -629,6 +629,9 @@ class IngestSettings:
     #: Quarantine rows kept per file; the rest are counted in one summary row, and the file
     #: is ``failed``.
     max_quarantine_rows: int = 1000
+    #: A JSON Lines table file over this many bytes is read and typed a chunk of whole lines
+    #: of about this size at a time (``sources.tabular.read_table``): a knob, not a limit.
+    table_chunk_bytes: int = 32 << 20
 
     def decompressed_limit(self, compressed_bytes: int) -> int:
         """Most bytes a compressed file of ``compressed_bytes`` is read to."""

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ckptwatch.cli.main import main
 from ckptwatch.errors import ConfigError
@@ -345,3 +347,28 @@ def test_limit_settings_come_from_the_environment_and_flags() -> None:
         ingest_settings({"CKPTWATCH_MAX_RECORD_BYTES": "lots"})
     with pytest.raises(ConfigError, match=r"--max-field-chars must be a positive integer"):
         ingest_settings({}, max_field_chars=0)
+
+
+_PIECES = [b"a", b"\n", "é".encode(), "€".encode(), "𝄞".encode(), b"\xff", b"\xc3",
+           b"\xe2\x82", b"\xed\xa0\x80"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=16), st.integers(1, 9))
+def test_the_utf8_check_a_piece_at_a_time_finds_what_decoding_whole_finds(
+        pieces: list[bytes], scan: int) -> None:
+    """The text check decodes ``SCAN_BYTES`` at a time (no copy of the file as text): the
+    first bad byte and the reason are those of decoding the whole file, characters cut by a
+    piece's end included."""
+    from unittest import mock
+
+    from ckptwatch.ingest import discover
+
+    data = b"".join(pieces)
+    try:
+        data.decode("utf-8")
+        want = None
+    except UnicodeDecodeError as exc:
+        want = (exc.start, exc.reason)
+    with mock.patch.object(discover, "SCAN_BYTES", scan):
+        assert discover._not_utf8(data) == want

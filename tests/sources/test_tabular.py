@@ -335,3 +335,78 @@ def test_bulk_reading_routes_markers_as_the_line_by_line_reader(
     markers = sum(str(r["status"]).lower() == "started" for r in rows)
     assert (sum(f.height for f in fast.frames.get("checkpoint_starts", []))
             + sum(r.table == "checkpoint_starts" for r in fast.rejects)) == markers
+
+
+#: A JSON Lines file's lines: records (markers, finished, bad values), re-sent copies of an
+#: earlier record, blank and malformed lines, and a nested value (its chunk is read line by
+#: line).
+_VALID_ROWS = st.fixed_dictionaries(
+    {"job_id": st.just("j1"), "step": st.integers(0, 1), "rank": st.integers(0, 3),
+     "node": st.sampled_from(["n0", "n1"]), "tier": st.just("pool"),
+     "start_time": st.just("2026-11-28T00:00:00Z"), "end_time": st.just("2026-11-28T00:00:09Z"),
+     "bytes": st.integers(0, 10**6), "status": st.sampled_from(["ok", "started"])})
+_LINES = st.lists(st.one_of(
+    _VALID_ROWS.map(json.dumps), _VALID_ROWS.map(json.dumps),
+    _MARKER_ROWS.map(json.dumps),
+    st.integers(0, 30).map(lambda k: f"again {k}"),
+    st.sampled_from(["", "   ", "{bad json", '{"job_id": "j1", "nested": {"a": 1}}', "[1, 2]"]),
+), min_size=1, max_size=30)
+
+
+def _jsonl_file(lines: list[str]) -> bytes:
+    """``lines`` as a file, each ``again K`` replaced by the K-th record line before it (a
+    re-sent record: the duplicate rule's case), else by a blank line."""
+    records: list[str] = []
+    out = []
+    for ln in lines:
+        if ln.startswith("again "):
+            k = int(ln.split()[1])
+            ln = records[k % len(records)] if records else ""
+        elif ln.startswith("{") and "nested" not in ln and not ln.startswith("{bad"):
+            records.append(ln)
+        out.append(ln)
+    return ("\n".join(out) + "\n").encode()
+
+
+def _outcome(read):  # type: ignore[no-untyped-def]
+    """Everything a reader gives: rows per table in order, rejects, notes; or its error."""
+    try:
+        out = read()
+    except RecordError as exc:
+        return ("error", exc.reason.split(" (found")[0], exc.reason.rsplit(";", 1)[-1])
+    return ({t: pl.concat(fs).rows() for t, fs in out.frames.items()},
+            [(r.line, r.table, r.reason, r.raw) for r in out.rejects],
+            out.capped.dropped, out.notes)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_LINES, st.integers(1, 300), st.sampled_from([1000, 3]))
+def test_a_file_read_in_chunks_is_the_file_read_whole(lines: list[str], chunk: int,
+                                                      quarantine_rows: int) -> None:
+    """``read_table`` of a JSON Lines file in chunks of about ``chunk`` bytes gives what one
+    frame of the whole file gives: the same rows in the same order, the same rejects (line
+    numbers, raw text, duplicates replaced by a line of another chunk), the same notes and the
+    same error for a column the file lacks; with a quarantine cap too."""
+    from dataclasses import replace
+
+    from ckptwatch.settings import INGEST, using_ingest
+    from ckptwatch.sources.tabular import read_table
+
+    data = _jsonl_file(lines)
+    table = "checkpoint_writes"
+    with using_ingest(replace(INGEST, max_quarantine_rows=quarantine_rows)):
+        whole = _outcome(lambda: _read(load_jsonl, data, table))
+    with using_ingest(replace(INGEST, max_quarantine_rows=quarantine_rows,
+                              table_chunk_bytes=chunk)):
+        chunked = _outcome(lambda: read_table(data, table, ".jsonl", file_label="f"))
+    assert chunked == whole
+
+
+def test_line_chunks_cut_at_newlines_and_number_the_lines() -> None:
+    from ckptwatch.sources.tabular import line_chunks
+
+    data = b"a\nbb\n\nccc\nd"
+    got = list(line_chunks(data, 3))
+    assert [data[s:e] for s, e, _ in got] == [b"a\nbb\n", b"\nccc\n", b"d"]
+    assert [line for *_, line in got] == [1, 3, 5]
+    assert b"".join(data[s:e] for s, e, _ in line_chunks(data, 1)) == data

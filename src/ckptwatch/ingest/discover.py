@@ -135,9 +135,9 @@ def load(path: Path, *, lines: bool = True, text: bool = False,
     with open(path, "rb") as fh:
         buf, failure = (_gunzip_capped(fh, cap) if gz else _read_capped(fh, cap))
     if failure is None and len(buf) > cap:
-        del buf[cap:]
+        buf = buf[:cap]
         failure = _cut_message(gz, cap, stored, lim)
-    data = bytes(buf)
+    data = buf if isinstance(buf, bytes) else bytes(buf)
     del buf
     sha = hashlib.sha256(data)
     size = len(data)
@@ -149,8 +149,11 @@ def load(path: Path, *, lines: bool = True, text: bool = False,
     return Content(data, sha, size, failure, long_lines)
 
 
-def _read_capped(fh: BinaryIO, cap: int) -> tuple[bytearray, str | None]:
-    """Up to ``cap + 1`` bytes of a plain file (one more than the cap: it was cut)."""
+def _read_capped(fh: BinaryIO, cap: int) -> tuple[bytes | bytearray, str | None]:
+    """Up to ``cap + 1`` bytes of a plain file (one more than the cap: it was cut). A file
+    within the cap is read in one call, into one buffer of its size (never copied)."""
+    if os.fstat(fh.fileno()).st_size <= cap:
+        return fh.read(), None  # a file grown past the cap since is cut by the caller
     buf = bytearray()
     while len(buf) <= cap:
         chunk = fh.read(min(CHUNK_BYTES, cap + 1 - len(buf)))
@@ -239,12 +242,25 @@ def to_utf8(data: bytes, *, text: bool = False) -> tuple[bytes, str | None]:
     elif (codec := utf16_without_bom(data)) is not None:
         return _from_utf16(data, codec)
     if text:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return data, (f"not UTF-8 text at byte {exc.start:,} ({exc.reason}): save it as "
-                          "UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+        bad = _not_utf8(data)
+        if bad is not None:
+            return data, (f"not UTF-8 text at byte {bad[0]:,} ({bad[1]}): save it as UTF-8 "
+                          "(e.g. iconv -f latin1 -t utf-8)")
     return data, None
+
+
+def _not_utf8(data: bytes) -> tuple[int, str] | None:
+    """Where ``data`` stops being UTF-8 and why (None: it is UTF-8), checked by an incremental
+    decoder ``SCAN_BYTES`` at a time: a file's text is never held beside its bytes."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    for at in range(0, max(len(data), 1), SCAN_BYTES):
+        held = len(decoder.getstate()[0])  # bytes of a character cut by the last piece
+        try:
+            decoder.decode(view[at:at + SCAN_BYTES], final=at + SCAN_BYTES >= len(data))
+        except UnicodeDecodeError as exc:  # its offsets count the held bytes first
+            return at - held + exc.start, exc.reason
+    return None
 
 
 def _from_utf16(data: bytes, codec: str) -> tuple[bytes, str | None]:

@@ -42,7 +42,7 @@ from ckptwatch.sources.envelope import (
     rows_to_frames,
     time_from_name,
 )
-from ckptwatch.sources.tabular import LOADERS, canonicalise
+from ckptwatch.sources.tabular import LOADERS, read_table
 
 
 @dataclass
@@ -117,7 +117,7 @@ def _read_tabular(raw: RawFile, data: bytes) -> Parsed:
                           f"(use .jsonl, .csv or .parquet)")
     if raw.suffix == ".parquet":
         _check_parquet_size(data)
-    return canonicalise(loader(data, raw.table), raw.table, file_label=raw.rel)
+    return read_table(data, raw.table, raw.suffix, file_label=raw.rel)
 
 
 def _check_parquet_size(data: bytes) -> None:

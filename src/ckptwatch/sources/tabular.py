@@ -13,11 +13,13 @@ so the fast and the line-by-line readers route them alike.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import functools
 import io
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -79,7 +81,9 @@ class Frame:
     raw: pl.Expr | None = None
     #: The file's bytes, when ``df`` holds no ``RAW`` column and a record is a line: a rejected
     #: record's raw text is its line (``LINE``), decoded only when one is (``_spell_raw``).
-    data: bytes | None = None
+    data: bytes | memoryview | None = None
+    #: The file's line number of ``data``'s first line (a chunk of a file: ``read_table``).
+    first_line: int = 1
 
     @property
     def spells_raw(self) -> bool:
@@ -89,7 +93,7 @@ class Frame:
     @functools.cached_property
     def lines(self) -> list[str]:
         """``data``'s lines, decoded once (asked only when a record of it is rejected)."""
-        return (self.data or b"").decode("utf-8", errors="replace").split("\n")
+        return _lines(self.data or b"")
 
 
 def _canonical_dtypes(table: str) -> dict[str, pl.DataType]:
@@ -121,23 +125,27 @@ def _json_array(lines: list[str]) -> bool:
     return isinstance(value, list) and next(filled, None) is None
 
 
-def load_jsonl(data: bytes, table: str) -> Frame:
+def load_jsonl(data: bytes | memoryview, table: str, *, first_line: int = 1) -> Frame:
     """JSON Lines: fast polars path; line by line only when a line is malformed or blank.
-    A file that is one JSON array is a ``RecordError`` (the whole file is unreadable)."""
-    if data.lstrip()[:1] != b"[":  # an array is judged below
-        fast = _jsonl_at_once(data)
+    A file that is one JSON array is a ``RecordError`` (the whole file is unreadable).
+    ``first_line``: ``data`` is a chunk of whole lines of a file, from this line on (records
+    are numbered by the file's lines; only a file's first chunk can be an array). A view
+    (``memoryview``) is copied for the parse only: the frame keeps the view."""
+    raw = data if isinstance(data, bytes) else bytes(data)
+    if raw.lstrip()[:1] != b"[":  # an array is judged below
+        fast = _jsonl_at_once(raw, first_line, data)
         if fast is not None:
             return fast
-    text = data.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if _json_array(lines):
+    if first_line == 1 and _json_array(lines):
         raise RecordError("the file is one JSON array, not JSON Lines (one object a line): "
                           "convert it, e.g. jq -c '.[]' FILE")
     rows: list[dict[str, Any]] = []
     rejects = Rejects()
-    for i, ln in enumerate(lines, start=1):
+    for i, ln in enumerate(lines, start=first_line):
         if not ln.strip():
             continue
         try:
@@ -166,13 +174,15 @@ def load_jsonl(data: bytes, table: str) -> Frame:
     return Frame(df, rejects)
 
 
-def _jsonl_at_once(data: bytes) -> Frame | None:
+def _jsonl_at_once(data: bytes, first_line: int = 1,
+                   kept: bytes | memoryview | None = None) -> Frame | None:
     """The file read by ``pl.read_ndjson`` in one pass, when that reads every line as one flat
     object (no nested value); else None (the careful reader reads it line by line). Polars
     reads a line only as one object, and a blank line (spaces, ``\\r``) it skips or refuses,
     so a frame of one row a line is the file's records, in order. The lines' text is neither
-    decoded nor held: only a rejected record's is spelled (``Frame.data``), where a column of
-    every line cost a second copy of the file and a tenth of its ingest."""
+    decoded nor held: only a rejected record's is spelled (``Frame.data``: ``kept``, else
+    ``data``), where a column of every line cost a second copy of the file and a tenth of its
+    ingest."""
     try:
         df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
     except (Exception, PanicException):  # noqa: BLE001 - any failure (a polars panic
@@ -180,8 +190,9 @@ def _jsonl_at_once(data: bytes) -> Frame | None:
     lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     if df.height != lines or any(isinstance(t, pl.Struct | pl.List) for t in df.dtypes):
         return None
-    return Frame(df.with_columns(pl.int_range(1, df.height + 1, dtype=pl.Int64).alias(LINE)),
-                 [], data=data)
+    numbers = pl.int_range(first_line, first_line + df.height, dtype=pl.Int64)
+    return Frame(df.with_columns(numbers.alias(LINE)), [], data=data if kept is None else kept,
+                 first_line=first_line)
 
 
 #: Delimiters a CSV header may use, in order of preference when counts tie.
@@ -294,6 +305,34 @@ LOADERS = {".jsonl": load_jsonl, ".ndjson": load_jsonl, ".json": load_jsonl,
            ".csv": load_csv, ".parquet": load_parquet}
 
 
+def line_chunks(data: bytes, size: int) -> Iterator[tuple[int, int, int]]:
+    """``data`` cut into chunks of whole lines of about ``size`` bytes (a chunk ends at the
+    first newline at or after ``size`` bytes, or at the end): each chunk's start and end
+    offsets and the number of its first line."""
+    start, line = 0, 1
+    while start < len(data):
+        cut = data.find(b"\n", start + max(size, 1) - 1)
+        end = len(data) if cut < 0 else cut + 1
+        yield start, end, line
+        line += data.count(b"\n", start, end)
+        start = end
+
+
+def read_table(data: bytes, table: str, suffix: str, *, file_label: str) -> Parsed:
+    """A canonical table file (``LOADERS`` by ``suffix``) loaded and typed (``canonicalise``).
+    A JSON Lines file over the ingest's ``table_chunk_bytes`` is loaded and typed a chunk of
+    whole lines at a time (``canonicalise_frames``: the same result), so that its working set
+    is a chunk's: one frame of a 360 MB file took 1.5 GB beside its bytes."""
+    loader = LOADERS[suffix]
+    size = active_ingest().table_chunk_bytes
+    if loader is not load_jsonl or len(data) <= size or data.lstrip()[:1] == b"[":
+        return canonicalise(loader(data, table), table, file_label=file_label)
+    view = memoryview(data)
+    frames = (load_jsonl(view[start:end], table, first_line=line)
+              for start, end, line in line_chunks(data, size))
+    return canonicalise_frames(frames, table, file_label=file_label)
+
+
 def _rename(df: pl.DataFrame, table: str, wanted: dict[str, pl.DataType]) -> tuple[
         pl.DataFrame, list[str], dict[str, str]]:
     """Map raw column names (case/space-insensitive, aliases) to canonical names."""
@@ -364,38 +403,122 @@ def _unreadable_text(i: int, name: str, kind: str, dtype: pl.DataType,
     return pl.when(flag & integral_expr(f"__o{i}")).then(out_of_range).when(flag).then(not_kind)
 
 
+@dataclass
+class _FileSeen:
+    """What ``canonicalise_frames`` learns of a file one frame at a time: its columns (in the
+    order first seen), the extra ones, its records, and whether all of them are start markers."""
+
+    columns: dict[str, None] = field(default_factory=dict)
+    extra: set[str] = field(default_factory=set)
+    records: int = 0
+    only_markers: bool = True
+
+
 def canonicalise(frame: Frame, table: str, *, file_label: str,
                  source: str = "canonical") -> Parsed:
-    """Type, validate and split a loaded frame into canonical rows and rejects.
+    """Type, validate and split a loaded frame (a whole file) into canonical rows and rejects.
 
     For ``checkpoint_writes``, start markers (``status = "started"``) go to
     ``checkpoint_starts`` (see the module docstring); a file of markers only needs no
     ``end_time`` or ``bytes`` column."""
-    out = Parsed(rejects=Rejects(frame.rejects))
+    return canonicalise_frames([frame], table, file_label=file_label, source=source, whole=True)
+
+
+def canonicalise_frames(frames: Iterable[Frame], table: str, *, file_label: str,
+                        source: str = "canonical", whole: bool = False) -> Parsed:
+    """``canonicalise`` of one file given as consecutive frames (chunks of its lines, numbered
+    as the file's lines: ``read_table``), each typed before the next is loaded, so that a frame
+    can be dropped once typed: the same rows, rejects (in the same order) and notes as the file
+    in one frame. What spans frames is settled at the end: the duplicate rule (the last record
+    of a (job_id, step, rank) in the file wins), a required column the whole file lacks (a
+    ``RecordError``: ``whole``, one frame that is the file, raises it before any typing), and
+    the note naming the extra columns."""
+    out = Parsed()
+    loaded = Rejects()  # the loaders' rejects (malformed lines) come first, as in one frame
+    typing = Rejects()
+    seen = _FileSeen()
+    finished: list[pl.DataFrame] = []  # a checkpoint file's records, before the duplicate rule
+    spellers: list[Frame] = []  # what spells a finished record's raw text (``_spell_raw``)
+    for frame in frames:
+        loaded.extend(frame.rejects)
+        good = _type_frame(frame, table, seen, typing, whole=whole)
+        if good is None:
+            continue
+        if whole or frame.raw is not None:
+            spellers.append(frame)
+        elif frame.data is not None:  # its lines only: the frame's rows are let go
+            spellers.append(Frame(_NO_ROWS, [], data=frame.data, first_line=frame.first_line))
+        if table == CHECKPOINT_WRITES.name:
+            # Every marker is kept (a rank that retried has two): stg_checkpoint_starts keeps
+            # the earliest start of each (job_id, step, rank).
+            out.add(CHECKPOINT_STARTS.name, good.filter(pl.col(MARKER)).select(
+                list(_canonical_dtypes(CHECKPOINT_STARTS.name))))
+            finished.append(good.filter(~pl.col(MARKER)).drop(MARKER))
+        else:
+            if table == FABRIC_COUNTERS.name:
+                good = good.with_columns(pl.lit(source).alias("source"))
+            out.add(table, good.select(list(_canonical_dtypes(table))))
+    if not whole and seen.records:
+        _check_required(table, seen)
+    out.rejects = Rejects([], cap=typing.cap)
+    out.rejects.extend(loaded)
+    out.rejects.extend(typing)
+    if seen.extra:
+        out.notes.append(f"{file_label}: extra columns ignored: {', '.join(sorted(seen.extra))}")
+    if finished:
+        good = _latest_per_rank(pl.concat(finished), out, table, spellers)
+        good = good.with_columns(
+            ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
+            .alias("duration_s"))
+        out.add(table, good.select(list(_canonical_dtypes(table))))
+    return out
+
+
+#: An empty frame (a ``Frame`` kept only to spell its lines).
+_NO_ROWS = pl.DataFrame()
+
+
+def _check_required(table: str, seen: _FileSeen) -> None:
+    """A ``RecordError`` when the file (``seen``: its columns, records, markers) lacks a
+    required column: a file of start markers only needs only the columns a marker carries."""
+    dtypes = _canonical_dtypes(table)
+    readable = {k for k in dtypes if k not in DERIVED.get(table, set())}
+    required = {c for c in readable if not dtypes_nullable(table, c)}
+    checkpoints = table == CHECKPOINT_WRITES.name
+    needed = required & marker_columns() if checkpoints and seen.only_markers else required
+    missing = sorted(c for c in needed if c not in seen.columns and c != "status")
+    if missing:
+        names = [ALIASES.get(table, {}).get(c, (c,))[0] for c in missing]
+        raise RecordError(
+            f"missing required column(s) {', '.join(names)} for {TABLES[table].name} "
+            f"(found: {', '.join(seen.columns)}); none of its {seen.records} records were "
+            "ingested"
+        )
+
+
+def _type_frame(frame: Frame, table: str, seen: _FileSeen, rejects: Rejects, *,
+                whole: bool) -> pl.DataFrame | None:
+    """``frame``'s valid records typed (``LINE``, ``RAW``, the canonical columns and
+    ``MARKER``; None: it has none), its invalid ones added to ``rejects`` (spelled out for those
+    kept only), and what it shows of the file added to ``seen``. ``whole``: the frame is the
+    file, whose missing required column is a ``RecordError`` at once."""
     df = frame.df
     if df.height == 0:
-        return out
+        return None
     dtypes = _canonical_dtypes(table)
     readable = {k: v for k, v in dtypes.items() if k not in DERIVED.get(table, set())}
     df, extra, user_names = _rename(df, table, readable)
-    if extra:
-        out.notes.append(f"{file_label}: extra columns ignored: {', '.join(extra)}")
-    spec = TABLES[table]
+    seen.extra.update(extra)
+    seen.columns.update(dict.fromkeys(c for c in df.columns if c not in (LINE, RAW)))
+    seen.records += df.height
     checkpoints = table == CHECKPOINT_WRITES.name
     marker = _is_marker(df) if checkpoints else pl.lit(False)
     #: Columns every row of this table uses (a marker's); the rest only finished records use.
     shared = marker_columns() if checkpoints else set(readable)
-    only_markers = checkpoints and df.select(marker.all()).item()
+    seen.only_markers = seen.only_markers and checkpoints and df.select(marker.all()).item()
     required = {c for c in readable if not dtypes_nullable(table, c)}
-    needed = required & shared if only_markers else required
-    missing = sorted(c for c in needed if c not in df.columns and c != "status")
-    if missing:
-        names = [ALIASES.get(table, {}).get(c, (c,))[0] for c in missing]
-        raise RecordError(
-            f"missing required column(s) {', '.join(names)} for {spec.name} "
-            f"(found: {', '.join(c for c in df.columns if c not in (LINE, RAW))}); "
-            f"none of its {df.height} records were ingested"
-        )
+    if whole:
+        _check_required(table, seen)
 
     def applies(col: str) -> pl.Expr:
         """Where a rule on ``col`` applies: every row, or (a column a marker lacks) the
@@ -445,50 +568,55 @@ def canonicalise(frame: Frame, table: str, *, file_label: str,
         texts += [pl.when(c).then(reason if isinstance(reason, pl.Expr) else pl.lit(reason))
                   for c, reason in checks]
         why = pl.concat_str(texts, separator="; ", ignore_nulls=True)
-        shown = bad_rows.head(out.capped.room)  # the rest only counted: memory stays bounded
-        out.capped.dropped += bad_rows.height - shown.height
-        shown = _spell_raw(frame, shown)
-        for line, raw, reason, is_marker in shown.select(
+        shown = bad_rows.head(rejects.room)  # the rest only counted: memory stays bounded
+        rejects.dropped += bad_rows.height - shown.height
+        shown = _spell_raw([frame], shown)
+        for line, text, reason, is_marker in shown.select(
                 LINE, RAW, why.alias("__reason"), MARKER).iter_rows():
-            out.rejects.append(Reject(reason, line, clip_raw(raw or ""),
-                                      CHECKPOINT_STARTS.name if is_marker else table))
-    good = typed.filter(~pl.col("__bad"))
-    if checkpoints:
-        starts = good.filter(pl.col(MARKER))
-        good = _latest_per_rank(good.filter(~pl.col(MARKER)), out, table, frame)
-        good = good.with_columns(
-            ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
-            .alias("duration_s"))
-        # Every marker is kept (a rank that retried has two): stg_checkpoint_starts keeps
-        # the earliest start of each (job_id, step, rank).
-        out.add(CHECKPOINT_STARTS.name,
-                starts.select(list(_canonical_dtypes(CHECKPOINT_STARTS.name))))
-    if table == FABRIC_COUNTERS.name:
-        good = good.with_columns(pl.lit(source).alias("source"))
-    out.add(table, good.select(list(dtypes)))
-    return out
+            rejects.append(Reject(reason, line, clip_raw(text or ""),
+                                  CHECKPOINT_STARTS.name if is_marker else table))
+    return typed.filter(~pl.col("__bad")).select(LINE, RAW, *readable, MARKER)
 
 
 #: The key of a checkpoint record: one rank's write of one checkpoint.
 CHECKPOINT_KEY = ["job_id", "step", "rank"]
 
 
-def _spell_raw(frame: Frame, rows: pl.DataFrame) -> pl.DataFrame:
-    """``rows`` (of ``frame``'s records, by ``LINE``) with their raw text, spelled by
-    ``frame.raw`` or ``frame.data`` when the frame holds no ``RAW`` column."""
-    if not frame.spells_raw or not rows.height:
+def _lines(data: bytes | memoryview) -> list[str]:
+    """``data``'s lines, decoded (bad bytes replaced)."""
+    return str(data, "utf-8", errors="replace").split("\n")
+
+
+def _spell_raw(frames: Sequence[Frame], rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (records of ``frames``: one file's, by ``LINE``) with their raw text spelled
+    where their frame holds no ``RAW`` column: by ``frame.raw`` (the file in one frame), or,
+    a record being a line, from ``frame.data`` (of several frames, one's lines decoded at a
+    time)."""
+    spellers = [f for f in frames if f.spells_raw]
+    if not spellers or not rows.height:
         return rows
-    if frame.data is not None:  # a record is a line
-        return rows.with_columns(pl.Series(RAW, [frame.lines[i - 1] for i in rows[LINE]],
-                                           dtype=pl.String))
-    assert frame.raw is not None
-    raw = frame.df.join(rows.select(LINE), on=LINE, how="semi").select(
-        LINE, frame.raw.alias(RAW))
-    return rows.drop(RAW).join(raw, on=LINE, how="left", maintain_order="left")
+    spell = spellers[0].raw
+    if spell is not None:
+        raw = spellers[0].df.join(rows.select(LINE), on=LINE, how="semi").select(
+            LINE, spell.alias(RAW))
+        return rows.drop(RAW).join(raw, on=LINE, how="left", maintain_order="left")
+    texts = rows[RAW].to_list() if RAW in rows.columns else [None] * rows.height
+    numbers = rows[LINE].to_list()
+    firsts = [f.first_line for f in spellers]
+    wanted: dict[int, list[int]] = {}  # speller -> the rows it spells
+    for k, (line, text) in enumerate(zip(numbers, texts, strict=True)):
+        if text is None:
+            wanted.setdefault(bisect.bisect_right(firsts, line) - 1, []).append(k)
+    for s, ks in wanted.items():
+        frame = spellers[s]
+        lines = frame.lines if len(spellers) == 1 else _lines(frame.data or b"")
+        for k in ks:
+            texts[k] = lines[numbers[k] - frame.first_line]
+    return rows.with_columns(pl.Series(RAW, texts, dtype=pl.String))
 
 
 def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str,
-                     frame: Frame) -> pl.DataFrame:
+                     frames: Sequence[Frame]) -> pl.DataFrame:
     """Duplicate rule inside one file: of records with the same (job_id, step, rank) the last
     in the file is kept; each earlier one is quarantined saying which line replaced it. (Across
     files, ``stg_checkpoint_writes`` keeps the most recently ingested record.)"""
@@ -496,7 +624,7 @@ def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str,
     if good.height == good.select(CHECKPOINT_KEY).n_unique():
         return good
     marked = good.with_columns(last.alias("__last"))
-    for line, raw, kept in _spell_raw(frame, marked.filter(
+    for line, raw, kept in _spell_raw(frames, marked.filter(
             pl.col(LINE) != pl.col("__last"))).select(LINE, RAW, "__last").iter_rows():
         out.rejects.append(Reject(
             f"duplicate record: line {kept} has the same job_id, step and rank and is kept "
