@@ -209,3 +209,28 @@ def test_workers_end_with_a_killed_run(tmp_path: Path) -> None:
         stat = Path(f"/proc/{pid}/stat")
         state = stat.read_text().rsplit(")", 1)[1].split()[0] if stat.exists() else "gone"
         assert state in ("gone", "Z", "X"), (pid, state)
+
+
+def _allocator_setting() -> str | None:
+    return os.environ.get(parallel.ALLOCATOR_ENV)
+
+
+@pytest.mark.parametrize("users", [None, "dirty_decay_ms:0"])
+def test_workers_keep_freed_pages_unless_the_user_tunes_the_allocator(
+        users: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's polars allocator keeps freed pages (``WORKER_ALLOCATOR``, after polars' own
+    choice: the later option wins); a value the user set is what the workers get; this
+    process's environment is as it was."""
+    if users is None:  # as polars leaves it on import
+        monkeypatch.setenv(parallel.ALLOCATOR_ENV, parallel.POLARS_ALLOCATOR)
+    else:
+        monkeypatch.setenv(parallel.ALLOCATOR_ENV, users)
+    before = os.environ[parallel.ALLOCATOR_ENV]
+    with parallel.Parsing(2) as parsing:
+        pool = parsing._executor()
+        assert pool is not None
+        seen = {pool.submit(_allocator_setting).result() for _ in range(4)}
+        assert os.environ[parallel.ALLOCATOR_ENV] == before
+    # polars, imported in the worker, puts its own choice first: the last options win
+    want = parallel.WORKER_ALLOCATOR if users is None else users
+    assert len(seen) == 1 and seen.pop().endswith("," + want)
