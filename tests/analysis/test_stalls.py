@@ -173,7 +173,7 @@ def test_pinned_series_are_computed_once_for_both_readers_and_restored(tmp_path:
     signals = con.execute(f"select * from stall_signals {order}").fetchall()
     noise = con.execute(f"select * from int_signal_noise {order}").fetchall()
     assert series and signals and noise
-    with pinned_views(con, PINNED_SERIES, single_thread=True):
+    with pinned_views(con, PINNED_SERIES, one_thread_if_short=True):
         assert "pinned_int_signal_series" in _macro_sql(con)["int_signal_series"]
         assert con.execute("select current_setting('threads')").fetchone() != (1,)
         assert con.execute(f"select * from stall_signals {order}").fetchall() == signals
@@ -231,3 +231,36 @@ def test_one_thread_runs_the_block_on_one_thread_and_restores_the_setting() -> N
         assert con.execute("select current_setting('threads')").fetchone() == (1,)
         con.execute("select no_such_column").fetchall()
     assert con.execute("select current_setting('threads')").fetchone() == (3,)
+
+
+class _ShortOnThreads:
+    """A connection whose pins run out of memory on more than one thread (as a big day's
+    series statistics can under the cap): the rest is the real connection's."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.threads_of_pins: list[int] = []
+
+    def execute(self, sql: str, *args: object) -> duckdb.DuckDBPyConnection:
+        if sql.startswith("create or replace temp table"):
+            row = self.con.execute("select current_setting('threads')").fetchone()
+            self.threads_of_pins.append(int(row[0]) if row else 0)
+            if self.threads_of_pins[-1] > 1:
+                raise duckdb.OutOfMemoryException("could not allocate block (test)")
+        return self.con.execute(sql, *args)
+
+
+def test_series_short_of_memory_on_every_thread_are_pinned_on_one(tmp_path: Path) -> None:
+    con = connect(build(tmp_path / "lake", Case(stall="gc")))
+    DetectionSettings().apply(con)
+    con.execute("set threads = 2")
+    series = con.execute("select * from int_signal_series() order by all").fetchall()
+    short = _ShortOnThreads(con)
+    with pinned_views(short, PINNED_SERIES, one_thread_if_short=True):  # type: ignore[arg-type]
+        assert short.threads_of_pins == [2, 1]
+        assert con.execute("select current_setting('threads')").fetchone() == (2,)
+        assert con.execute("select * from int_signal_series() order by all").fetchall() == series
+    short = _ShortOnThreads(con)
+    with pytest.raises(duckdb.OutOfMemoryException), \
+            pinned_views(short, PINNED_SERIES):  # type: ignore[arg-type]
+        pass  # without the fallback, the error is the caller's

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -227,8 +227,9 @@ def _separation(stands_out: Mapping[str, bool], ranks: pl.DataFrame, col: str) -
 PINNED_VIEWS: tuple[str, ...] = ("checkpoint_latency", "stalls", "stall_ranks")
 #: The per-series statistics (``int_signal_series()``, a table macro of int_signal_noise.sql:
 #: each series' median and MAD, one pass over every sample) that both ``stall_signals`` (its
-#: baselines) and ``int_signal_noise`` read: computed once per call, on one thread
-#: (:func:`one_thread`), a row per series. Pinned only when there are stalls to attribute.
+#: baselines) and ``int_signal_noise`` read: computed once per call (on one thread when every
+#: thread runs out of memory: :func:`one_thread`), a row per series. Pinned only when there
+#: are stalls to attribute.
 PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
 #: What every reader of ``int_signal_samples`` (``int_signal_series()``, ``stall_signals``,
 #: ``int_signal_noise``, ``counter_windows``) shares, table macros of int_signal_samples.sql
@@ -258,12 +259,13 @@ def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
 
 @contextmanager
 def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
-                 single_thread: bool = False) -> Iterator[None]:
+                 one_thread_if_short: bool = False) -> Iterator[None]:
     """Within the block, each view of ``names`` the connection has (or table macro without
-    parameters) reads a temporary table of its rows, computed once on entry (``single_thread``:
-    on one thread) (the views reading it see the same rows, now without recomputing them); on
-    exit the views are as they were and the tables are gone. A view's rows depend on the
-    session variables set before entry (detection settings)."""
+    parameters) reads a temporary table of its rows, computed once on entry (the views
+    reading it see the same rows, now without recomputing them); on exit the views are as
+    they were and the tables are gone. ``one_thread_if_short``: a table that runs out of
+    DuckDB's memory on every thread is computed again on one (:func:`one_thread`). A view's
+    rows depend on the session variables set before entry (detection settings)."""
     saved: list[tuple[str, str]] = []
     try:
         for name in names:
@@ -273,9 +275,14 @@ def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
             is_view = not sql.startswith("create or replace macro")
             # Identifiers from PINNED_VIEWS (a constant), not values: no parameter for them.
             source = f'"{name}"' if is_view else f'"{name}"()'
-            with one_thread(con) if single_thread else nullcontext():
-                con.execute(f'create or replace temp table "pinned_{name}" as '
-                            f'select * from {source}').fetchall()
+            pin = f'create or replace temp table "pinned_{name}" as select * from {source}'
+            try:
+                con.execute(pin).fetchall()
+            except duckdb.OutOfMemoryException:
+                if not one_thread_if_short:
+                    raise
+                with one_thread(con):
+                    con.execute(pin).fetchall()
             saved.append((name, sql))
             if is_view:
                 con.execute(f'create or replace view "{name}" as '
@@ -295,9 +302,10 @@ def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
 @contextmanager
 def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """Within the block, DuckDB runs on one thread (then as many as before). For the series'
-    medians and MADs (``int_signal_series()``): every thread holds its own share of every
-    series' values, and over a 512-node day (21 M samples) two threads need more than a 2 GB
-    cap allows (1.3 GB peak on one); the same rows either way."""
+    medians and MADs (``int_signal_series()``) when every thread runs out of memory: each
+    holds its own share of every series' values (the same rows either way). The 512-node
+    day's 21 M samples fit a 2 GB cap on two threads: 3.4 s against 6.3 s on one, read from
+    the stored deltas; 17 s against 26 s, the deltas computed too (a bigger day may not)."""
     threads = con.execute("select current_setting('threads')").fetchone()
     con.execute("set threads = 1").fetchall()
     try:
@@ -320,7 +328,7 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
     ranks = run_sql(con, "select * from stall_ranks where ($job is null or job_id = $job)",
                     {"job": job})
     with (pinned_views(con, PINNED_SAMPLES),
-          pinned_views(con, PINNED_SERIES, single_thread=True)):
+          pinned_views(con, PINNED_SERIES, one_thread_if_short=True)):
         signals = run_sql(con, "select * from stall_signals "
                           "where ($job is null or job_id = $job)", {"job": job})
         hosts = sorted(set(signals["host"].to_list()))
