@@ -37,14 +37,17 @@ WHY = {
             "quarantine of bad rows) and the lake's transaction (journal, manifest, fsyncs)",
     "day": "the sum of the formats' costs; DLIO's 376 tiny files are a quarter of the day",
     "nightly": "ingest (35 M fabric rows of tool text, parsed by 2 worker processes on 2 "
-               "cores since session 9), attribution and the derived deltas refresh (1.7x a "
-               "bare lag() pass) are each 20-40 % of it; its steps:",
-    "nightly-rss": "a parse worker reading the day's 360 MB checkpoint JSON Lines file in one "
-                   "piece (2.3 GB; session 9's code 2.7 GB on the same file, measured side by "
-                   "side: the 1.87 GB it reported cannot have included that worker)",
+               "cores) is a third of it; the derived deltas refresh (a lag() pass plus ~6 s "
+               "of zstd for its 37 M rows) and attribution (every checkpoint's pause levels on "
+               "every host, ~6 s; the per-series medians) a fifth each; Prefect's start and "
+               "the steps' connections (~2 s each) most of the rest; its steps:",
+    "nightly-rss": "a parse worker of the ingest (the 360 MB checkpoint file is read in 32 MiB "
+                   "chunks since session 11: 2.3 -> 1.1 GB) or the stalls step's DuckDB at "
+                   "its 3 GB cap",
     "attribution": "reading the 37 M stored delta rows (their files are not sorted by time, so "
-                   "a window cannot skip them), the exact per-series medians (one thread, "
-                   "within the cap) and the SMART/pool dedup",
+                   "a window cannot skip them), every checkpoint's pause and xmit_wait levels "
+                   "on every host (the history a stall's fabric z is judged against, ~6 s), the "
+                   "per-series medians and the SMART/pool dedup",
     "attribution-lag": "the same medians: a lag() pass is one streaming window, a median "
                        "holds every value of its series",
     "latency": "the duplicate-record check (one more grouped pass) that a hand-written query "
