@@ -372,3 +372,26 @@ def test_the_utf8_check_a_piece_at_a_time_finds_what_decoding_whole_finds(
         want = (exc.start, exc.reason)
     with mock.patch.object(discover, "SCAN_BYTES", scan):
         assert discover._not_utf8(data) == want
+
+
+@pytest.mark.parametrize(("stat_size", "cap"), [(10, 1000), (10, 50), (0, 1000), (300, 50)])
+def test_a_file_growing_as_it_is_read_is_read_to_the_cap(tmp_path: Path, stat_size: int,
+                                                         cap: int) -> None:
+    """A file read in one call when its size (``fstat``) is within the cap: one that grew
+    since (a size smaller than its bytes, or a pipe's 0) is read on to its end, never past the
+    cap; one over the cap is cut there."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from ckptwatch.ingest import discover
+    from ckptwatch.settings import INGEST
+
+    path = tmp_path / "c.jsonl"
+    body = b"".join(b'{"n": %d}\n' % i for i in range(30))  # 289 bytes
+    path.write_bytes(body)
+    with mock.patch.object(discover.os, "fstat", return_value=SimpleNamespace(
+            st_size=stat_size)):
+        got = discover.load(path, limits=replace(INGEST, max_file_bytes=cap))
+    assert got.data == body[:cap]
+    assert (got.failure is None) == (len(body) <= cap)

@@ -152,9 +152,13 @@ def load(path: Path, *, lines: bool = True, text: bool = False,
 def _read_capped(fh: BinaryIO, cap: int) -> tuple[bytes | bytearray, str | None]:
     """Up to ``cap + 1`` bytes of a plain file (one more than the cap: it was cut). A file
     within the cap is read in one call, into one buffer of its size (never copied)."""
-    if os.fstat(fh.fileno()).st_size <= cap:
-        return fh.read(), None  # a file grown past the cap since is cut by the caller
+    size = os.fstat(fh.fileno()).st_size
     buf = bytearray()
+    if size <= cap:
+        data = fh.read(size + 1)
+        if len(data) <= size:
+            return data, None
+        buf += data  # it grows as it is read: on, a chunk at a time, to the cap
     while len(buf) <= cap:
         chunk = fh.read(min(CHUNK_BYTES, cap + 1 - len(buf)))
         if not chunk:
