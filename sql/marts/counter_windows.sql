@@ -139,7 +139,7 @@ with_level as (
 -- The partition names family too, though a (source_table, signal) has one family (the first
 -- matching catalog rule): so a filter on family (stall_features' history of pause and
 -- xmit_wait) reaches below the window, to the samples, instead of being applied after
--- every family's windows were computed (6 s against 8 s on the 512-node day).
+-- every family's windows were computed (6.8-7.0 s against 7.7-9.7 s on the 512-node day).
 with_baseline as (
     select
         *,

@@ -410,3 +410,14 @@ def test_line_chunks_cut_at_newlines_and_number_the_lines() -> None:
     assert [data[s:e] for s, e, _ in got] == [b"a\nbb\n", b"\nccc\n", b"d"]
     assert [line for *_, line in got] == [1, 3, 5]
     assert b"".join(data[s:e] for s, e, _ in line_chunks(data, 1)) == data
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=8) | st.lists(st.sampled_from(
+    [b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"\x85", b"[", b"{", b"a"]),
+    max_size=8).map(b"".join))
+def test_the_array_check_reads_the_first_byte_as_lstrip_would(data: bytes) -> None:
+    """``_opens_array`` (no copy of the file) skips exactly the whitespace ``lstrip`` does."""
+    from ckptwatch.sources.tabular import _opens_array
+
+    assert _opens_array(data) == (data.lstrip()[:1] == b"[")

@@ -140,8 +140,8 @@ def _main_left_behind() -> Iterator[None]:
 #: which polars sets on import to its own choice (``POLARS_ALLOCATOR``, the user's value
 #: appended: later options win), and what a worker gets unless the user set one: freed pages
 #: kept 10 s for the next file's frames, where polars returns them after 0.5 s and faults them
-#: in again. On the 512-node day the workers took 1.1 M fewer page faults and ~3 s less system
-#: time (of 56 CPU s), for ~200 MB more peak RSS (docs/scale.md, "seventh round").
+#: in again. On the 512-node day's ingest: 2.7 M -> 1.6 M page faults, 11.7 -> 7.1 s of system
+#: time (of ~56 CPU s), for ~200 MB more peak RSS (docs/scale.md, "seventh round").
 ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
 POLARS_ALLOCATOR = "dirty_decay_ms:500,muzzy_decay_ms:1000"
 WORKER_ALLOCATOR = "dirty_decay_ms:10000,muzzy_decay_ms:10000"

@@ -18,6 +18,7 @@ import csv
 import functools
 import io
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,6 +126,18 @@ def _json_array(lines: list[str]) -> bool:
     return isinstance(value, list) and next(filled, None) is None
 
 
+#: Leading ASCII whitespace (what ``bytes.lstrip()`` strips), matched without copying the data.
+_LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
+
+
+def _opens_array(data: bytes) -> bool:
+    """True when ``data``'s first byte after leading whitespace is ``[`` (a JSON array). A
+    file's ``lstrip()`` copied the whole file whenever it began with whitespace."""
+    start = _LEADING_SPACE.match(data)
+    at = start.end() if start else 0
+    return data[at:at + 1] == b"["
+
+
 def load_jsonl(data: bytes | memoryview, table: str, *, first_line: int = 1) -> Frame:
     """JSON Lines: fast polars path; line by line only when a line is malformed or blank.
     A file that is one JSON array is a ``RecordError`` (the whole file is unreadable).
@@ -132,7 +145,7 @@ def load_jsonl(data: bytes | memoryview, table: str, *, first_line: int = 1) -> 
     are numbered by the file's lines; only a file's first chunk can be an array). A view
     (``memoryview``) is copied for the parse only: the frame keeps the view."""
     raw = data if isinstance(data, bytes) else bytes(data)
-    if raw.lstrip()[:1] != b"[":  # an array is judged below
+    if not _opens_array(raw):  # an array is judged below
         fast = _jsonl_at_once(raw, first_line, data)
         if fast is not None:
             return fast
@@ -325,7 +338,7 @@ def read_table(data: bytes, table: str, suffix: str, *, file_label: str) -> Pars
     is a chunk's: one frame of a 360 MB file took 1.5 GB beside its bytes."""
     loader = LOADERS[suffix]
     size = active_ingest().table_chunk_bytes
-    if loader is not load_jsonl or len(data) <= size or data.lstrip()[:1] == b"[":
+    if loader is not load_jsonl or len(data) <= size or _opens_array(data):
         return canonicalise(loader(data, table), table, file_label=file_label)
     view = memoryview(data)
     frames = (load_jsonl(view[start:end], table, first_line=line)
