@@ -12,17 +12,24 @@
 -- of these pairs its own overlap rule counts. overlap_s: the seconds the interval spends inside
 -- the window (0 for a first sample, and for an interval that only touches a window's edge).
 -- Windows meet samples through 5-minute buckets (a join on host alone would pair every window
--- with every sample of its host); each pair meets once, in its first shared bucket. The bucket
--- size sets only the speed, never which pairs come out. Hash joins build on the windows (the
--- right side, sql/session.sql): far fewer rows than the samples.
--- Only the samples near a window are bucketed (near_samples): a sample whose interval lies in
--- one bucket, or in two, can share one with a window only where its closing bucket (of ts) is a
--- window's bucket on its host or the one after it: one look-up of (host, bucket) per sample,
--- in a table of a few thousand rows (the stalls' windows are tiny against a day). Intervals
--- longer than a bucket (rare: a gap in a series) are all bucketed. The pairs are the same as
--- bucketing every sample: a pair shares a bucket, and a sample left out shares none. On the
--- 512-node bench day 1.6 M of its 21 M samples go on (the unnest of every sample, 25 M rows,
--- was the largest operator of stall_signals: 15 s of its 58 CPU s; now 4 s).
+-- with every sample of its host). The bucket size sets only the speed, never which pairs come
+-- out. Hash joins build on the windows (the right side, sql/session.sql): far fewer rows than
+-- the samples.
+-- A sample whose interval is at most one bucket long (nearly all: a series sampled at least
+-- every 5 minutes) can touch a window only with ts in [window_start_ts, window_end_ts + 5 min]
+-- (ts >= start; prev_ts <= end and ts - prev_ts <= 5 min): its ts lies in one of the window's
+-- buckets or the one after them. Each window lists those buckets, and such a sample joins on
+-- the bucket of its ts alone: it meets each window once, in one row of its own. A longer
+-- interval (a gap in a series) is unnested over every bucket it covers and meets a window in
+-- their first shared bucket (the greater of the two first buckets, which lies in both ranges
+-- wherever they touch). Before the join, only the samples near a window go on (near_samples:
+-- one look-up of (host, bucket of ts) in the windows' buckets; long intervals all go on): the
+-- stalls' windows are tiny against a day. Until issue 18's ninth round every sample was
+-- unnested over the buckets of its interval, and a short interval over two buckets met the
+-- window in the first shared one. Measured on the 512-node bench day (bench/attribution.py
+-- --stages history --explain, two runs each, side by side, with counter_windows' narrower
+-- group key): counter_windows' history of every checkpoint's window 21.2 / 17.9 -> 18.4 / 16.5
+-- operator CPU s (the unnest 1.36 -> 0.60 s: 22.8 -> 20.1 M rows).
 create or replace macro int_window_samples(window_relation, sample_relation) as table
 with
 window_rows as (
@@ -33,24 +40,22 @@ sample_rows as (
     select * from query_table(sample_relation)
 ),
 
+-- A window's buckets and the one after them (where a short interval that starts inside the
+-- window closes).
 window_buckets as (
     select
         *,
         epoch_us(window_start_ts) // 300000000 as first_bucket,
         unnest(range(
-            epoch_us(window_start_ts) // 300000000, epoch_us(window_end_ts) // 300000000 + 1
+            epoch_us(window_start_ts) // 300000000, epoch_us(window_end_ts) // 300000000 + 2
         )) as bucket,
     from window_rows
 ),
 
--- (host, bucket) where a sample's closing bucket (of ts) can meet a window: a window's bucket
--- (an interval within one bucket) or the one after it (an interval over two buckets).
 near_buckets as (
-    select distinct host, bucket + shift as bucket,
-    from window_buckets, (values (0), (1)) as shifts (shift)
+    select distinct host, bucket from window_buckets
 ),
 
--- An interval over more than two buckets is longer than one bucket (5 minutes): those all go on.
 near_samples as (
     select sample_rows.*,
     from sample_rows
@@ -62,20 +67,25 @@ near_samples as (
         or epoch_us(sample_rows.ts) - epoch_us(sample_rows.prev_ts) > 300000000
 ),
 
+-- Short intervals (and first samples): the bucket of ts, one row per sample. Long ones: every
+-- bucket they cover, with the first (sample_first_bucket) to meet a window once.
 sample_buckets as (
     select
         *,
-        epoch_us(coalesce(prev_ts, ts)) // 300000000 as sample_first_bucket,
-        unnest(range(
-            epoch_us(coalesce(prev_ts, ts)) // 300000000, epoch_us(ts) // 300000000 + 1
-        )) as bucket,
+        prev_ts is not null and epoch_us(ts) - epoch_us(prev_ts) > 300000000 as spans_buckets,
+        epoch_us(prev_ts) // 300000000 as sample_first_bucket,
+        unnest(case
+            when prev_ts is not null and epoch_us(ts) - epoch_us(prev_ts) > 300000000
+                then range(epoch_us(prev_ts) // 300000000, epoch_us(ts) // 300000000 + 1)
+            else [epoch_us(ts) // 300000000]
+        end) as bucket,
     from near_samples
 ),
 
 touching as (
     select
         window_buckets.* exclude (first_bucket, bucket),
-        sample_buckets.* exclude (host, sample_first_bucket, bucket),
+        sample_buckets.* exclude (host, spans_buckets, sample_first_bucket, bucket),
         case
             when sample_buckets.prev_ts is null then 0.0
             else epoch(
@@ -88,8 +98,11 @@ touching as (
         on sample_buckets.host = window_buckets.host
         and sample_buckets.bucket = window_buckets.bucket
     where
-        window_buckets.bucket
-        = greatest(window_buckets.first_bucket, sample_buckets.sample_first_bucket)
+        (
+            not sample_buckets.spans_buckets
+            or window_buckets.bucket
+            = greatest(window_buckets.first_bucket, sample_buckets.sample_first_bucket)
+        )
         and sample_buckets.ts >= window_buckets.window_start_ts
         and coalesce(sample_buckets.prev_ts, sample_buckets.ts) <= window_buckets.window_end_ts
 )

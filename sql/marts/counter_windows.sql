@@ -63,19 +63,14 @@ overlapping as (
     where prev_ts is null or (prev_ts < window_end_ts and ts > window_start_ts)
 ),
 
+-- Grouped by the window's key (job_id, step, host: windows has one row per them, and the
+-- window's other columns follow from it: any_value) and the series' columns: ten keys, not
+-- eighteen (the 512-node day's 3.1 M pairs make 2.5 M groups; the group-by 2.68 -> 2.27 s).
 per_series as (
     select
         job_id,
         step,
-        tier,
-        window_start_ts,
-        window_end_ts,
-        window_s,
         host,
-        is_rank_node,
-        is_target,
-        n_ranks_on_node,
-        n_ranks_to_target,
         source_table,
         family,
         signal,
@@ -83,6 +78,14 @@ per_series as (
         device,
         port,
         pool,
+        any_value(tier) as tier,
+        any_value(window_start_ts) as window_start_ts,
+        any_value(window_end_ts) as window_end_ts,
+        any_value(window_s) as window_s,
+        any_value(is_rank_node) as is_rank_node,
+        any_value(is_target) as is_target,
+        any_value(n_ranks_on_node) as n_ranks_on_node,
+        any_value(n_ranks_to_target) as n_ranks_to_target,
         count(*) as n_samples,
         sum(overlap_s) as covered_s,
         max(interval_s) as sample_interval_max_s,
@@ -95,10 +98,7 @@ per_series as (
         bool_or(reset) as any_reset,
         bool_or(saturated) as any_saturated,
     from overlapping
-    group by
-        job_id, step, tier, window_start_ts, window_end_ts, window_s, host, is_rank_node,
-        is_target, n_ranks_on_node, n_ranks_to_target, source_table, family, signal, kind,
-        device, port, pool
+    group by job_id, step, host, source_table, family, signal, kind, device, port, pool
 ),
 
 measured as (

@@ -306,11 +306,13 @@ def test_int_window_samples_pairs_every_interval_that_touches_the_window(lake: P
         ("rx_prio3_pause", 1025.0, 10.0), ("rx_prio3_pause", 1035.0, 0.0)]
 
 
-@pytest.mark.parametrize("seed_n", [0, 1, 2])
+@pytest.mark.parametrize("seed_n", range(6))
 def test_int_window_samples_equals_a_plain_range_join(lake: Path, seed_n: int) -> None:
-    # Only samples near a window are bucketed (near_samples): the pairs must be those of a plain
-    # join on host and the touching rule, whatever the intervals (inside one 5-minute bucket,
-    # over two, over many: a gap) and windows (seconds to 20 minutes, on bucket edges).
+    # Short intervals meet windows on the bucket of their ts alone, long ones over every bucket
+    # they cover, and only samples near a window go on (near_samples): the pairs must be those
+    # of a plain join on host and the touching rule, whatever the intervals (inside one 5-minute
+    # bucket, over two, exactly one bucket long, over many: a gap) and windows (seconds to 20
+    # minutes, on bucket edges).
     import random
 
     rng = random.Random(seed_n)
