@@ -164,6 +164,16 @@ def test_how_many_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert parallel.workers_for(files, None) == parallel.MAX_AUTO_WORKERS
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
     assert parallel.workers_for(files, None) == 1
+    # Only what lies beside the largest file can be parsed beside it: one big file and small
+    # ones parse in this process, however big the one.
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 8)
+    sizes = sorted((f.path.stat().st_size, f.rel) for f in files if f.kind != "ignored")
+    rest = sum(size for size, _ in sizes[:-1])
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", rest + 1)
+    assert sizes[-1][0] + rest >= rest + 1  # the run as a whole holds PARALLEL_BYTES
+    assert parallel.workers_for(files, None) == 1
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", rest)
+    assert parallel.workers_for(files, None) == parallel.MAX_AUTO_WORKERS
 
 
 def test_ingest_workers_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -43,7 +43,7 @@ from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 
 #: The environment variable of the number of parse workers (``auto`` or a positive integer).
 WORKERS_ENV = "CKPTWATCH_INGEST_WORKERS"
-#: Bytes of files to read in a run from which ``auto`` starts workers. Two workers cost ~2.4
+#: Bytes of files beside a run's largest from which ``auto`` starts workers. Two workers cost ~2.4
 #: CPU s to start (imports); below this they can lose: a 78 MB run of node_exporter scrapes
 #: took 2.4 s with them, a 72 MB run of perfquery text 4.6 s (5.6 s without); the 291 MB
 #: mixed day and the 1.5 GB 512-node day gain (docs/scale.md, "fifth round").
@@ -83,20 +83,26 @@ def usable_cpus() -> int:
 
 def workers_for(files: Iterable[RawFile], asked: int | None) -> int:
     """Parse workers for a run over ``files``: ``asked``, or (``auto``) up to
-    ``MAX_AUTO_WORKERS`` of the usable CPUs when the files hold ``PARALLEL_BYTES`` or more,
-    else 1 (parse in this process)."""
+    ``MAX_AUTO_WORKERS`` of the usable CPUs when the files beside the largest hold
+    ``PARALLEL_BYTES`` or more, else 1 (parse in this process). A file is parsed by one process
+    (a large one chunk after chunk), so only the rest can go beside it: a run of one 360 MB
+    checkpoint file and an 80 MB one took 11.1-12.0 s with two workers (15.7-16.6 CPU s: their
+    start, the frames sent back) and 9.0-9.3 s without (11.5-11.8 CPU s); the 512-node day's
+    1.5 GB of many files gains from them (docs/scale.md, "ninth round")."""
     if asked is not None:
         return asked
     cpus = usable_cpus()
     if cpus < 2:
         return 1
-    total = 0
+    total = largest = 0
     for raw in files:
         try:
-            total += raw.path.stat().st_size if raw.kind != "ignored" else 0
+            size = raw.path.stat().st_size if raw.kind != "ignored" else 0
         except OSError:
             continue  # the load says why it cannot be read
-        if total >= PARALLEL_BYTES:
+        total += size
+        largest = max(largest, size)
+        if total - largest >= PARALLEL_BYTES:
             return min(cpus, MAX_AUTO_WORKERS)
     return 1
 
