@@ -35,7 +35,8 @@ WHY = {
             "DLIO, a typed frame and a Parquet part per tiny file (~10 ms each)",
     "rows": "records: validation the bare read skips (timestamps, identifiers, units, the "
             "quarantine of bad rows) and the lake's transaction (journal, manifest, fsyncs)",
-    "day": "the sum of the formats' costs; DLIO's 376 tiny files are a quarter of the day",
+    "day": "the sum of the formats' costs (no DLIO run in the day: its row is apart); the "
+           "largest are smartctl JSON, OCP log text and node_exporter ethtool scrapes",
     "nightly": "ingest (35 M fabric rows of tool text, parsed by 2 worker processes on 2 "
                "cores) is a third of it; the derived deltas refresh (a lag() pass plus ~6 s "
                "of zstd for its 37 M rows) and attribution (every checkpoint's pause levels on "
