@@ -140,3 +140,27 @@ def test_the_real_fixtures_read_together_as_one_by_one() -> None:
 def test_any_mix_of_real_fixtures_reads_together_as_one_by_one(picks: list[int]) -> None:
     """Any order and repetition of the genuine fixtures' files, batched, as one by one."""
     assert_batch_matches_one_by_one([REAL_FILES[i] for i in picks])
+
+
+def test_files_all_in_bulk_finish_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files whose rows all came valid from the bulk parsers finish in one pass over each
+    table's frames (``_finish_together``); a file with rows parsed one by one (an output with
+    a ``\\u`` escape is never set aside) finishes on its own. Each file as one by one either
+    way."""
+    finished: list[list[int]] = []
+    real = envelope_module._finish_together
+
+    def spy(scans: Any, aside: Any) -> Any:
+        done = real(scans, aside)
+        finished.append(sorted(done))
+        return done
+
+    monkeypatch.setattr(envelope_module, "_finish_together", spy)
+    clean = [_file([envelope("ethtool", ETH, device=f"mlx5_{k}"),
+                    envelope("smartctl", BASES[k][1])]) for k in range(3)]
+    escaped = _file([envelope("ethtool", "NIC statistics:\n# carte r\u00e9seau\n rx_bytes: 1\n"
+                              " tx_bytes: 2\n", device="eth0")])
+    got = assert_batch_matches_one_by_one([clean[0], escaped, clean[1], clean[2]])
+    assert finished and finished[0] == [0, 2, 3]
+    assert all(p.rows("fabric_counters") and p.rows("nvme_smart") for p in (got[0], got[2]))
+    assert got[1].rows("fabric_counters") == 2

@@ -164,10 +164,10 @@ def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None
             _add_valid(_typed_frame(rows, _row_schema(table)), table, out)
 
 
-def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
-    """Reject the rows of a typed frame (``_typed_frame``'s columns) that ``rows_to_frames``
-    rejects, with the same reasons, and add the rest. A text value over the field limit
-    (``max_field_chars``) rejects its row too."""
+def _invalid(table: str) -> pl.Expr:
+    """True for a row of a typed frame of ``table`` that ``rows_to_frames`` rejects: a required
+    column null, a number not finite, a time outside the plausible years, a text over the
+    field limit (``max_field_chars``)."""
     schema = _row_schema(table)
     required = [f.name for f in TABLES[table].schema
                 if not f.nullable and f.name in schema]
@@ -183,8 +183,21 @@ def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
         for c in times]) if times else pl.lit(False)
     long = pl.any_horizontal([pl.col(c).str.len_chars().fill_null(0) > limit for c in texts]) \
         if texts else pl.lit(False)
-    bad = df.select(missing | non_finite.fill_null(False) | years.fill_null(False)
-                    | long).to_series()
+    return missing | non_finite.fill_null(False) | years.fill_null(False) | long
+
+
+def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
+    """Reject the rows of a typed frame (``_typed_frame``'s columns) that ``rows_to_frames``
+    rejects (``_invalid``), with the same reasons, and add the rest. A text value over the
+    field limit (``max_field_chars``) rejects its row too."""
+    schema = _row_schema(table)
+    required = [f.name for f in TABLES[table].schema
+                if not f.nullable and f.name in schema]
+    floats = [c for c, t in schema.items() if t == pl.Float64]
+    times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
+    texts = [c for c, t in schema.items() if t == pl.String]
+    limit = active_ingest().max_field_chars
+    bad = df.select(_invalid(table)).to_series()
     if not bad.any():
         out.add(table, df.drop("__line"))
         return
@@ -290,7 +303,9 @@ def read_envelope_files(files: Sequence[EnvelopeFile], *, bulk: bool = True) -> 
     aside = _Bulk()
     scans = [_scan(f, aside, bulk) for f in files]
     aside.flush()
-    parsed = [_finish(scan, aside.frames_of(k)) for k, scan in enumerate(scans)]
+    done = _finish_together(scans, aside) if len(scans) > 1 else {}
+    parsed = [done[k] if k in done else _finish(scan, aside.frames_of(k))
+              for k, scan in enumerate(scans)]
     if len(files) > 1:
         parsed = [read_envelope_files([f], bulk=bulk)[0] if p.capped.dropped else p
                   for f, p in zip(files, parsed, strict=True)]
@@ -373,7 +388,7 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool) -> _Scan:
 def _finish(scan: _Scan, bulk_frames: dict[str, list[pl.DataFrame]]) -> Parsed:
     """One file's rows as typed frames (its bulk parsers' frames, ``__line`` its own line, and
     its rows parsed one by one, in line order), its rejects in line order and its note."""
-    out, rows, extra = scan.out, scan.rows, scan.extra
+    out, rows = scan.out, scan.rows
     if scan.taken:
         out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
         first = {t: min(row["__line"] for row in r) for t, r in rows.items() if r}
@@ -392,11 +407,68 @@ def _finish(scan: _Scan, bulk_frames: dict[str, list[pl.DataFrame]]) -> Parsed:
                 _add_valid(_in_line_order(pl.concat(parts)).drop("__idx"), table, out)
     else:
         rows_to_frames(rows, out)
+    _note_extra(scan)
+    return out
+
+
+def _finish_together(scans: Sequence[_Scan], aside: _Bulk) -> dict[int, Parsed]:
+    """``_finish`` of the files whose rows all came from the bulk parsers and are all valid,
+    in one pass over each table's frames instead of one per file (each file's share of a
+    frame, its checks and its reordering cost ~3 ms a file: a third of the time of 75 small
+    smartctl files). File ``k``: ``scans[k]``, its lines numbered after ``aside.bases[k]``.
+    The others (a row parsed one by one, an invalid row, frames out of line order) are left
+    to ``_finish``; so are all when a table's frames are not in line order."""
+    fast = [k for k, scan in enumerate(scans)
+            if scan.taken and not any(scan.rows.values())]
+    if len(fast) < 2:
+        return {}
+    bases = pl.Series("bases", aside.bases, dtype=pl.Int64)
+    shares: dict[str, dict[int, pl.DataFrame]] = {}
+    firsts: dict[int, dict[str, int]] = {}
+    spoilt: set[int] = set()
+    for table, frames in aside.frames.items():
+        frames = [f for f in frames if f.height]
+        if not frames:
+            continue
+        big = pl.concat(frames)
+        line, idx = pl.col("__line"), pl.col("__idx")
+        step = line.diff()
+        ordered = big.select(((step > 0) | ((step == 0) & (idx.diff() > 0))).fill_null(True)
+                             .all() & (line.null_count() + idx.null_count() == 0)).item()
+        if not ordered:
+            return {}
+        file_of = (bases.search_sorted(big["__line"], side="left") - 1).alias("__file")
+        big = big.with_columns(file_of, _invalid(table).alias("__bad"))
+        spoilt.update(big.filter(pl.col("__bad"))["__file"].unique().to_list())
+        per_file = big.group_by("__file").agg(pl.col("__line").min().alias("__first"))
+        for k, first in per_file.iter_rows():
+            firsts.setdefault(k, {})[table] = first - aside.bases[k]
+        shares[table] = {
+            key[0]: part.drop("__line", "__idx", "__file", "__bad")
+            for key, part in big.partition_by("__file", as_dict=True,
+                                              maintain_order=True).items()}
+    done: dict[int, Parsed] = {}
+    for k in fast:
+        if k in spoilt:
+            continue
+        scan = scans[k]
+        out = scan.out
+        out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
+        first = firsts.get(k, {})
+        for table in sorted(first, key=first.__getitem__):  # as rows_to_frames orders them
+            out.add(table, shares[table][k])
+        _note_extra(scan)
+        done[k] = out
+    return done
+
+
+def _note_extra(scan: _Scan) -> None:
+    """The note of the envelope keys ``scan``'s file has that are not read."""
+    extra = scan.extra
     if extra:
         shown = ", ".join(f"{k!r} (first on line {n})" for k, n in list(extra.items())[:10])
         more = f" and {len(extra) - 10} more" if len(extra) > 10 else ""
-        out.notes.append(f"{scan.label}: envelope keys not read: {shown}{more}")
-    return out
+        scan.out.notes.append(f"{scan.label}: envelope keys not read: {shown}{more}")
 
 
 def _in_line_order(df: pl.DataFrame) -> pl.DataFrame:
