@@ -241,3 +241,47 @@ def test_a_broken_companion_file_is_a_note_not_a_lost_run(tmp_path: Path) -> Non
     # The rank count came from dlio.log instead: 0.8 GiB/s x 10 s over 4 ranks.
     first = writes.filter((writes["rank"] == 0) & (writes["step"] == 1))
     assert set(first["bytes"]) == {round(8.0 * GIB / 4)}
+
+
+def test_a_run_s_rank_files_read_together_as_one_by_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's per-rank files are typed together (``read._read_dlio_files``): each file gets
+    what reading it alone gives, a broken one (its failure) and one with a rejected row (its
+    reject) included."""
+    from tests.bulk_oracle import assert_same_parse
+
+    from ckptwatch.ingest import read as read_module
+    from ckptwatch.ingest.discover import discover
+
+    run = write_run(tmp_path / "raw" / "checkpoints" / "run8", hosts=HOSTS)
+    for rank in (4, 5, 6):
+        (run / f"{rank}_per_epoch_stats.json").write_text(json.dumps(stats(rank)))
+    broken = stats(1)
+    broken["1"]["load_ckpt1"]["end"] = "2026-11-28T10:02:00"  # before its start: the file fails
+    (run / "1_per_epoch_stats.json").write_text(json.dumps(broken))
+    odd = stats(2)  # one save in an implausible year: that row rejected, the rest kept
+    odd["1"]["save_ckpt2"].update(start="1888-11-28T10:01:05", end="1888-11-28T10:01:16")
+    (run / "2_per_epoch_stats.json").write_text(json.dumps(odd))
+    together: list[int] = []
+    real = read_module._read_dlio_files
+
+    def spy(items: Any) -> Any:
+        done = real(items)
+        together.append(len(done))
+        return done
+
+    monkeypatch.setattr(read_module, "_read_dlio_files", spy)
+    files = sorted((f for f in discover(tmp_path / "raw") if f.kind == "dlio"),
+                   key=lambda f: f.rel)
+    assert len(files) == 7
+    loaded = [read_module.load_file(f) for f in files]
+    batch = read_module.parse_loaded(loaded)
+    assert together == [6]  # the broken file is read again on its own
+    for got, f in zip(batch, files, strict=True):
+        alone = read_module.parse_file(f)
+        assert got.failure == alone.failure
+        assert_same_parse(got.parsed, alone.parsed)
+    by_rank = {f.raw.path.name.split("_")[0]: f for f in batch}
+    assert by_rank["1"].failure and not by_rank["2"].failure
+    assert len(by_rank["2"].parsed.rejects) == 1
+    assert by_rank["2"].parsed.rows("checkpoint_writes") == 1

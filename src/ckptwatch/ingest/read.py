@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ckptwatch.errors import RecordError
 from ckptwatch.ingest.discover import Content, FileKind, RawFile, load, read_bytes
@@ -40,6 +41,7 @@ from ckptwatch.sources.envelope import (
     read_envelopes,
     read_tool_file,
     rows_to_frames,
+    rows_to_frames_together,
     time_from_name,
 )
 from ckptwatch.sources.tabular import LOADERS, read_table
@@ -173,11 +175,17 @@ def _read_dlio(raw: RawFile, data: bytes) -> Parsed:
     (bare ``per_epoch_stats.json``: rank 0), the node is ``hostname`` of ``<rank>_output.json``
     beside it, the rank count and the storage come from the run's ``summary.json`` and
     ``dlio.log``, the job from the run directory (``_dlio_job_id``)."""
+    out = Parsed()
+    rows_to_frames(_dlio_rows(raw, data, out), out)
+    return out
+
+
+def _dlio_rows(raw: RawFile, data: bytes, out: Parsed) -> dict[str, list[dict[str, Any]]]:
+    """``_read_dlio``'s rows of the file, as row dicts per table (its notes go to ``out``)."""
     rank = mlperf.rank_from_filename(raw.path.name)
     if rank is None:  # DLIO names per-rank files <rank>_per_epoch_stats.json; bare is rank 0
         rank = 0
     parent = raw.path.parent
-    out = Parsed()
     summary = _dlio_companion(parent / "summary.json", out.notes)
     log = _dlio_companion(parent / "dlio.log", out.notes)
     try:
@@ -197,11 +205,32 @@ def _read_dlio(raw: RawFile, data: bytes) -> Parsed:
     if node is None:
         out.notes.append(f"{raw.rel}: no hostname in a {rank}_output.json beside it "
                          "(node='unknown'); see docs/formats.md")
-    tables = mlperf.parse_dlio_checkpoints(data, rank=rank, job_id=_dlio_job_id(raw, run),
-                                           node=node, n_ranks=run.n_ranks,
-                                           target=run.storage_root)
-    rows_to_frames(tables, out)
-    return out
+    return mlperf.parse_dlio_checkpoints(data, rank=rank, job_id=_dlio_job_id(raw, run),
+                                         node=node, n_ranks=run.n_ranks,
+                                         target=run.storage_root)
+
+
+def _read_dlio_files(items: Sequence[LoadedFile]) -> dict[int, Parsed]:
+    """``_read_dlio`` of each of ``items`` (by ``id``), their rows typed together
+    (``rows_to_frames_together``: a run's hundreds of per-rank files are a frame each
+    otherwise). A file whose reading fails is left out: ``_parse`` reads it again on its own,
+    so that the failure is its own."""
+    outs: list[Parsed] = []
+    results: list[dict[str, list[dict[str, Any]]]] = []
+    done: list[LoadedFile] = []
+    for x in items:
+        out = Parsed()
+        try:
+            results.append(_dlio_rows(x.raw, x.content.data, out))
+        except _PARSE_ERRORS:
+            continue
+        outs.append(out)
+        done.append(x)
+    try:
+        rows_to_frames_together(results, outs)
+    except _PARSE_ERRORS:  # each file again on its own: whose failure it is
+        return {}
+    return {id(x): out for x, out in zip(done, outs, strict=True)}
 
 
 def _dlio_companion(path: Path, notes: list[str]) -> str | None:
@@ -335,7 +364,8 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
     passed through). The envelope files among them that were read whole are parsed together
     (``envelope.read_envelope_files``: one bulk-parser call per source for all of them, each
     file's rows, rejects and notes exactly those it gets on its own); should that fail, each
-    is parsed on its own, so that the failure is the file's that caused it."""
+    is parsed on its own, so that the failure is the file's that caused it. So are DLIO
+    per-rank files (``_read_dlio_files``: their rows typed in one frame per table)."""
     together = [x for x in items if isinstance(x, LoadedFile) and _parsed_together(x)]
     parsed: dict[int, Parsed] = {}
     if len(together) > 1:
@@ -345,6 +375,11 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
         except _PARSE_ERRORS:  # each file again on its own: whose failure it is
             results = []
         parsed = {id(x): p for x, p in zip(together, results, strict=False)}
+    limit = active_ingest().max_record_bytes
+    dlio = [x for x in items if isinstance(x, LoadedFile) and x.raw.kind == "dlio"
+            and not x.content.failure and len(x.content.data) <= limit]
+    if len(dlio) > 1:
+        parsed.update(_read_dlio_files(dlio))
     out: list[ParsedFile] = []
     for x in items:
         if isinstance(x, ParsedFile):

@@ -9,6 +9,7 @@ day, so a rerun on the same day replaces them instead of adding rows.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -125,8 +126,14 @@ def _plan(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult | _Pl
 
 
 def _provenance(rel_text: str, ingested_ts: datetime) -> dict[str, pl.Expr]:
-    return {"source_file": pl.lit(rel_text), "ingested_ts": pl.lit(ingested_ts).cast(
-        pl.Datetime("us", "UTC"))}
+    return {"source_file": pl.lit(rel_text), "ingested_ts": _ingested_ts(ingested_ts)}
+
+
+@functools.lru_cache(maxsize=8)
+def _ingested_ts(ingested_ts: datetime) -> pl.Expr:
+    """The run's ``ingested_ts`` as a literal: made once per run, not once per file (a
+    datetime literal costs ~0.5 ms: 0.17 s of a DLIO run's 376 files)."""
+    return pl.lit(ingested_ts).cast(pl.Datetime("us", "UTC"))
 
 
 def _parts(lake: Lake, pf: ParsedFile, rel_text: str, ingested_ts: datetime

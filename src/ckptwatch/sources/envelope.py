@@ -164,6 +164,34 @@ def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None
             _add_valid(_typed_frame(rows, _row_schema(table)), table, out)
 
 
+def rows_to_frames_together(results: Sequence[dict[str, list[dict[str, Any]]]],
+                            outs: Sequence[Parsed]) -> None:
+    """``rows_to_frames(results[k], outs[k])`` for every ``k``, each table's rows of all of
+    them typed in one frame (a frame per file costs ~5 ms in polars: hundreds of DLIO per-rank
+    files of 50 rows each). A file with a row that ``rows_to_frames`` rejects is typed on its
+    own, so its rejects and their reasons are exactly those; the others get their rows in
+    their order. The row dicts are not changed."""
+    valid: dict[str, dict[int, pl.DataFrame]] = {}
+    spoilt: set[int] = set()
+    tables = dict.fromkeys(t for result in results for t, rows in result.items() if rows)
+    for table in tables:
+        rows = [r for result in results for r in result.get(table, [])]
+        files = pl.Series("__file", [k for k, result in enumerate(results)
+                                     for _ in result.get(table, [])], dtype=pl.Int64)
+        df = _typed_frame(rows, _row_schema(table)).with_columns(files,
+                                                                _invalid(table).alias("__bad"))
+        spoilt.update(df.filter(pl.col("__bad"))["__file"].unique().to_list())
+        valid[table] = {key[0]: part.drop("__line", "__file", "__bad") for key, part in
+                        df.partition_by("__file", as_dict=True, maintain_order=True).items()}
+    for k, (result, out) in enumerate(zip(results, outs, strict=True)):
+        if k in spoilt:
+            rows_to_frames(result, out)
+            continue
+        for table, rows in result.items():
+            if rows:
+                out.add(table, valid[table][k])
+
+
 def _invalid(table: str) -> pl.Expr:
     """True for a row of a typed frame of ``table`` that ``rows_to_frames`` rejects: a required
     column null, a number not finite, a time outside the plausible years, a text over the
