@@ -192,17 +192,23 @@ def rows_to_frames_together(results: Sequence[dict[str, list[dict[str, Any]]]],
                 out.add(table, valid[table][k])
 
 
-def _invalid(table: str) -> pl.Expr:
-    """True for a row of a typed frame of ``table`` that ``rows_to_frames`` rejects: a required
-    column null, a number not finite, a time outside the plausible years, a text over the
-    field limit (``max_field_chars``)."""
+def _checked(table: str) -> tuple[list[str], list[str], list[str], list[str], int]:
+    """The columns of ``table``'s typed frames that ``rows_to_frames`` checks: required,
+    floats, times, texts; and the field limit (``max_field_chars``)."""
     schema = _row_schema(table)
     required = [f.name for f in TABLES[table].schema
                 if not f.nullable and f.name in schema]
     floats = [c for c, t in schema.items() if t == pl.Float64]
     times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
     texts = [c for c, t in schema.items() if t == pl.String]
-    limit = active_ingest().max_field_chars
+    return required, floats, times, texts, active_ingest().max_field_chars
+
+
+def _invalid(table: str) -> pl.Expr:
+    """True for a row of a typed frame of ``table`` that ``rows_to_frames`` rejects: a required
+    column null, a number not finite, a time outside the plausible years, a text over the
+    field limit (``max_field_chars``)."""
+    required, floats, times, texts, limit = _checked(table)
     missing = pl.any_horizontal([pl.col(c).is_null() for c in required])
     non_finite = pl.any_horizontal([~pl.col(c).is_finite() for c in floats]) \
         if floats else pl.lit(False)
@@ -218,13 +224,7 @@ def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
     """Reject the rows of a typed frame (``_typed_frame``'s columns) that ``rows_to_frames``
     rejects (``_invalid``), with the same reasons, and add the rest. A text value over the
     field limit (``max_field_chars``) rejects its row too."""
-    schema = _row_schema(table)
-    required = [f.name for f in TABLES[table].schema
-                if not f.nullable and f.name in schema]
-    floats = [c for c, t in schema.items() if t == pl.Float64]
-    times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
-    texts = [c for c, t in schema.items() if t == pl.String]
-    limit = active_ingest().max_field_chars
+    required, floats, times, texts, limit = _checked(table)
     bad = df.select(_invalid(table)).to_series()
     if not bad.any():
         out.add(table, df.drop("__line"))
