@@ -56,15 +56,17 @@ near_buckets as (
     select distinct host, bucket from window_buckets
 ),
 
+-- spans_buckets: the interval is longer than a bucket (a first sample has none).
 near_samples as (
-    select sample_rows.*,
+    select
+        sample_rows.*,
+        coalesce(epoch_us(sample_rows.ts) - epoch_us(sample_rows.prev_ts) > 300000000, false)
+            as spans_buckets,
     from sample_rows
     left join near_buckets
         on sample_rows.host = near_buckets.host
         and epoch_us(sample_rows.ts) // 300000000 = near_buckets.bucket
-    where
-        near_buckets.bucket is not null
-        or epoch_us(sample_rows.ts) - epoch_us(sample_rows.prev_ts) > 300000000
+    where near_buckets.bucket is not null or spans_buckets
 ),
 
 -- Short intervals (and first samples): the bucket of ts, one row per sample. Long ones: every
@@ -72,10 +74,9 @@ near_samples as (
 sample_buckets as (
     select
         *,
-        prev_ts is not null and epoch_us(ts) - epoch_us(prev_ts) > 300000000 as spans_buckets,
         epoch_us(prev_ts) // 300000000 as sample_first_bucket,
         unnest(case
-            when prev_ts is not null and epoch_us(ts) - epoch_us(prev_ts) > 300000000
+            when spans_buckets
                 then range(epoch_us(prev_ts) // 300000000, epoch_us(ts) // 300000000 + 1)
             else [epoch_us(ts) // 300000000]
         end) as bucket,

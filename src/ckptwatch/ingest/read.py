@@ -375,9 +375,8 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
         except _PARSE_ERRORS:  # each file again on its own: whose failure it is
             results = []
         parsed = {id(x): p for x, p in zip(together, results, strict=False)}
-    limit = active_ingest().max_record_bytes
     dlio = [x for x in items if isinstance(x, LoadedFile) and x.raw.kind == "dlio"
-            and not x.content.failure and len(x.content.data) <= limit]
+            and not x.content.failure and not _over_record_limit(x.raw, x.content.data)]
     if len(dlio) > 1:
         parsed.update(_read_dlio_files(dlio))
     out: list[ParsedFile] = []
@@ -410,14 +409,13 @@ def _parse(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> Parse
     """Parse one loaded file with ``parse`` (its reader's, or one giving what
     ``parse_loaded`` parsed of it already) into its ``ParsedFile`` (see ``parse_file``)."""
     raw, key, content = item.raw, item.key, item.content
-    reader = READERS[raw.kind]
     limits = active_ingest()
     failure = content.failure
     data = content.data
     try:
         if raw.kind == "unknown" and failure:
             parsed = Parsed()  # the failure's own row says why: nothing else to say
-        elif reader.whole_record and len(data) > limits.max_record_bytes:
+        elif _over_record_limit(raw, data):
             parsed = Parsed(rejects=[Reject(
                 f"the file is one record of {len(data):,} bytes, over the limit of "
                 f"{limits.max_record_bytes:,} (CKPTWATCH_MAX_RECORD_BYTES): not read", None,
@@ -452,6 +450,12 @@ def _parse(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> Parse
         rejects.cap += 1
         rejects.insert(0, Reject(f"cannot read file: {content.failure}", None, None, raw.table))
     return ParsedFile(raw, key, content.size, parsed, failure=failure)
+
+
+def _over_record_limit(raw: RawFile, data: bytes) -> bool:
+    """A file its reader takes as one record (``Reader.whole_record``) over
+    ``max_record_bytes``: quarantined unread."""
+    return READERS[raw.kind].whole_record and len(data) > active_ingest().max_record_bytes
 
 
 def _add_limit_rejects(raw: RawFile, content: Content, parsed: Parsed) -> None:

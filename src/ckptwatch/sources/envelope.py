@@ -178,11 +178,8 @@ def rows_to_frames_together(results: Sequence[dict[str, list[dict[str, Any]]]],
         rows = [r for result in results for r in result.get(table, [])]
         files = pl.Series("__file", [k for k, result in enumerate(results)
                                      for _ in result.get(table, [])], dtype=pl.Int64)
-        df = _typed_frame(rows, _row_schema(table)).with_columns(files,
-                                                                _invalid(table).alias("__bad"))
-        spoilt.update(df.filter(pl.col("__bad"))["__file"].unique().to_list())
-        valid[table] = {key[0]: part.drop("__line", "__file", "__bad") for key, part in
-                        df.partition_by("__file", as_dict=True, maintain_order=True).items()}
+        valid[table] = _valid_by_file(
+            _typed_frame(rows, _row_schema(table)).with_columns(files), table, spoilt)
     for k, (result, out) in enumerate(zip(results, outs, strict=True)):
         if k in spoilt:
             rows_to_frames(result, out)
@@ -190,6 +187,16 @@ def rows_to_frames_together(results: Sequence[dict[str, list[dict[str, Any]]]],
         for table, rows in result.items():
             if rows:
                 out.add(table, valid[table][k])
+
+
+def _valid_by_file(df: pl.DataFrame, table: str, spoilt: set[int]) -> dict[int, pl.DataFrame]:
+    """A typed frame of several files' rows (``__file``: the file, ``__line``) split into each
+    file's rows, in their order, as ``_add_valid`` adds them (without ``__line``); the files
+    with a row ``rows_to_frames`` rejects (``_invalid``) are added to ``spoilt``."""
+    df = df.with_columns(_invalid(table).alias("__bad"))
+    spoilt.update(df.filter(pl.col("__bad"))["__file"].unique().to_list())
+    return {key[0]: part.drop("__line", "__file", "__bad")
+            for key, part in df.partition_by("__file", as_dict=True, maintain_order=True).items()}
 
 
 def _checked(table: str) -> tuple[list[str], list[str], list[str], list[str], int]:
@@ -459,22 +466,14 @@ def _finish_together(scans: Sequence[_Scan], aside: _Bulk) -> dict[int, Parsed]:
         if not frames:
             continue
         big = pl.concat(frames)
-        line, idx = pl.col("__line"), pl.col("__idx")
-        step = line.diff()
-        ordered = big.select(((step > 0) | ((step == 0) & (idx.diff() > 0))).fill_null(True)
-                             .all() & (line.null_count() + idx.null_count() == 0)).item()
-        if not ordered:
+        if not _is_in_line_order(big):
             return {}
-        file_of = (bases.search_sorted(big["__line"], side="left") - 1).alias("__file")
-        big = big.with_columns(file_of, _invalid(table).alias("__bad"))
-        spoilt.update(big.filter(pl.col("__bad"))["__file"].unique().to_list())
+        big = big.with_columns(
+            (bases.search_sorted(big["__line"], side="left") - 1).alias("__file"))
         per_file = big.group_by("__file").agg(pl.col("__line").min().alias("__first"))
         for k, first in per_file.iter_rows():
             firsts.setdefault(k, {})[table] = first - aside.bases[k]
-        shares[table] = {
-            key[0]: part.drop("__line", "__idx", "__file", "__bad")
-            for key, part in big.partition_by("__file", as_dict=True,
-                                              maintain_order=True).items()}
+        shares[table] = _valid_by_file(big.drop("__idx"), table, spoilt)
     done: dict[int, Parsed] = {}
     for k in fast:
         if k in spoilt:
@@ -501,13 +500,17 @@ def _note_extra(scan: _Scan) -> None:
 
 def _in_line_order(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` sorted by (``__line``, ``__idx``); one pass, no sort, when it already is (the
-    usual case: one bulk parser's rows, chunk after chunk). The pairs are distinct, so a
-    frame strictly increasing in them is the sorted frame."""
+    usual case: one bulk parser's rows, chunk after chunk)."""
+    return df if _is_in_line_order(df) else df.sort("__line", "__idx")
+
+
+def _is_in_line_order(df: pl.DataFrame) -> bool:
+    """Whether ``df`` is sorted by (``__line``, ``__idx``), without nulls: the pairs are
+    distinct, so a frame strictly increasing in them is the sorted frame."""
     line, idx = pl.col("__line"), pl.col("__idx")
     step = line.diff()
-    ordered = df.select(((step > 0) | ((step == 0) & (idx.diff() > 0))).fill_null(True).all()
-                        & (line.null_count() + idx.null_count() == 0)).item()
-    return df if ordered else df.sort("__line", "__idx")
+    return bool(df.select(((step > 0) | ((step == 0) & (idx.diff() > 0))).fill_null(True).all()
+                          & (line.null_count() + idx.null_count() == 0)).item())
 
 
 #: Envelopes set aside at most before they are parsed (a JSON object held costs several times
