@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.in_place import IN_PLACE, IN_PLACE_REASON
 
 from ckptwatch.errors import RecordError
@@ -285,3 +287,66 @@ def test_a_run_s_rank_files_read_together_as_one_by_one(
     assert by_rank["1"].failure and not by_rank["2"].failure
     assert len(by_rank["2"].parsed.rejects) == 1
     assert by_rank["2"].parsed.rows("checkpoint_writes") == 1
+
+
+def _read_together_and_alone(raw: Path) -> list[Any]:
+    """Each DLIO per-rank file under ``raw`` read in one batch and read alone: the two
+    ``ParsedFile`` of each (the batch's first), asserted to hold the same rows, rejects, notes
+    and failure."""
+    from tests.bulk_oracle import assert_same_parse
+
+    from ckptwatch.ingest import read as read_module
+    from ckptwatch.ingest.discover import discover
+
+    files = sorted((f for f in discover(raw) if f.kind == "dlio"), key=lambda f: f.rel)
+    batch = read_module.parse_loaded([read_module.load_file(f) for f in files])
+    for got, f in zip(batch, files, strict=True):
+        alone = read_module.parse_file(f)
+        assert got.failure == alone.failure
+        assert_same_parse(got.parsed, alone.parsed)
+    return batch
+
+
+_ENTRY_EDITS = st.sampled_from(["none", "drop_end", "drop_duration", "nan_throughput",
+                                "year_1888", "end_before_start", "string_duration", "huge"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["save_ckpt1", "save_ckpt2", "load_ckpt1"]),
+                                   _ENTRY_EDITS), max_size=3), min_size=2, max_size=5))
+def test_generated_rank_files_read_together_as_alone(edits: list[list[tuple[str, str]]]) -> None:
+    """Rank files with their entries edited (fields dropped, NaN, implausible years, an end
+    before its start, text where a number goes, huge numbers), batched: each as alone."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = write_run(Path(tmp) / "raw" / "checkpoints" / "run9", hosts=HOSTS)
+        for rank, file_edits in enumerate(edits):
+            doc = stats(rank)
+            for entry, edit in file_edits:
+                e = doc["1"][entry]
+                if edit == "drop_end":
+                    e.pop("end", None)
+                elif edit == "drop_duration":
+                    e.pop("duration", None)
+                elif edit == "nan_throughput":
+                    e["throughput"] = float("nan")
+                elif edit == "year_1888":
+                    e["start"], e["end"] = "1888-11-28T10:00:05", "1888-11-28T10:00:15"
+                elif edit == "end_before_start":
+                    e["end"] = "2026-11-28T09:00:00"
+                elif edit == "string_duration":
+                    e["duration"] = "ten"
+                elif edit == "huge":
+                    e["throughput"] = 1e308
+            (run / f"{rank}_per_epoch_stats.json").write_text(json.dumps(doc))
+        _read_together_and_alone(Path(tmp) / "raw")
+
+
+@pytest.mark.skipif(not NEBIUS_64.exists(), reason=IN_PLACE_REASON)
+@pytest.mark.parametrize("run", [AISTORE, SAVE_LOAD, NEBIUS_64], ids=["aistore", "save-load",
+                                                                      "nebius-64"])
+def test_genuine_runs_read_together_as_alone(run: Path) -> None:
+    """The MLPerf Storage runs' per-rank files, batched: each as read alone."""
+    batch = _read_together_and_alone(run)
+    assert len(batch) >= 2 and sum(f.parsed.rows("checkpoint_writes") for f in batch) > 0

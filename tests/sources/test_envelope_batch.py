@@ -164,3 +164,20 @@ def test_files_all_in_bulk_finish_in_one_pass(monkeypatch: pytest.MonkeyPatch) -
     assert finished and finished[0] == [0, 2, 3]
     assert all(p.rows("fabric_counters") and p.rows("nvme_smart") for p in (got[0], got[2]))
     assert got[1].rows("fabric_counters") == 2
+
+
+def test_the_real_fixtures_take_the_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The genuine fixtures' files read together: those whose rows all come valid from the bulk
+    parsers finish in the one pass (``_finish_together``), the rest on their own, and every
+    file gets what it gets alone."""
+    finished: list[int] = []
+    real = envelope_module._finish_together
+
+    def spy(scans: Any, aside: Any) -> Any:
+        done = real(scans, aside)
+        finished.append(len(done))
+        return done
+
+    monkeypatch.setattr(envelope_module, "_finish_together", spy)
+    assert_batch_matches_one_by_one(REAL_FILES)
+    assert finished and 2 <= finished[0] <= len(REAL_FILES)
