@@ -142,20 +142,26 @@ def test_any_mix_of_real_fixtures_reads_together_as_one_by_one(picks: list[int])
     assert_batch_matches_one_by_one([REAL_FILES[i] for i in picks])
 
 
-def test_files_all_in_bulk_finish_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files whose rows all came valid from the bulk parsers finish in one pass over each
-    table's frames (``_finish_together``); a file with rows parsed one by one (an output with
-    a ``\\u`` escape is never set aside) finishes on its own. Each file as one by one either
-    way."""
-    finished: list[list[int]] = []
+@pytest.fixture
+def finished(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The files (their indexes) each ``_finish_together`` call finished in its one pass."""
+    calls: list[list[int]] = []
     real = envelope_module._finish_together
 
     def spy(scans: Any, aside: Any) -> Any:
         done = real(scans, aside)
-        finished.append(sorted(done))
+        calls.append(sorted(done))
         return done
 
     monkeypatch.setattr(envelope_module, "_finish_together", spy)
+    return calls
+
+
+def test_files_all_in_bulk_finish_in_one_pass(finished: list[list[int]]) -> None:
+    """Files whose rows all came valid from the bulk parsers finish in one pass over each
+    table's frames (``_finish_together``); a file with rows parsed one by one (an output with
+    a ``\\u`` escape is never set aside) finishes on its own. Each file as one by one either
+    way."""
     clean = [_file([envelope("ethtool", ETH, device=f"mlx5_{k}"),
                     envelope("smartctl", BASES[k][1])]) for k in range(3)]
     escaped = _file([envelope("ethtool", "NIC statistics:\n# carte r\u00e9seau\n rx_bytes: 1\n"
@@ -166,18 +172,9 @@ def test_files_all_in_bulk_finish_in_one_pass(monkeypatch: pytest.MonkeyPatch) -
     assert got[1].rows("fabric_counters") == 2
 
 
-def test_the_real_fixtures_take_the_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_real_fixtures_take_the_one_pass(finished: list[list[int]]) -> None:
     """The genuine fixtures' files read together: those whose rows all come valid from the bulk
     parsers finish in the one pass (``_finish_together``), the rest on their own, and every
     file gets what it gets alone."""
-    finished: list[int] = []
-    real = envelope_module._finish_together
-
-    def spy(scans: Any, aside: Any) -> Any:
-        done = real(scans, aside)
-        finished.append(len(done))
-        return done
-
-    monkeypatch.setattr(envelope_module, "_finish_together", spy)
     assert_batch_matches_one_by_one(REAL_FILES)
-    assert finished and 2 <= finished[0] <= len(REAL_FILES)
+    assert finished and 2 <= len(finished[0]) <= len(REAL_FILES)
