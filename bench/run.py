@@ -281,6 +281,7 @@ def stage_nightly(raw: Path, lake: Path, fresh: bool = True,
         out = nightly_flow(raw, lake, send=False, lookback_days=lookback_days)
     return {"rows": int(out.get("ingested", 0)), "seconds": time.perf_counter() - t0,
             "unit": "files", "steps_s": out.get("steps_s", {}),
+            "steps_peak_rss_mb": out.get("steps_peak_rss_mb", {}),
             "report_json": out.get("report_json")}
 
 
@@ -478,6 +479,11 @@ def _nightly_steps(nightly: dict[str, Any], lake: Path,
         held = "held" if steps.get("alerts", 99.0) < 5.0 else "MISSED"
         print("  nightly steps (s): " + ", ".join(f"{k} {v:.1f}" for k, v in steps.items())
               + f"   alerts step target < 5 s: {held}", flush=True)
+    peaks = nightly.get("steps_peak_rss_mb") or {}
+    if peaks:  # running maxima: the step where a figure rises set it
+        print("  nightly peak RSS (MB) after each step, flow process / largest child: "
+              + ", ".join(f"{k} {v['flow']}/{v['workers']}" for k, v in peaks.items()),
+              flush=True)
     if not nightly.get("report_json"):
         return
     check = run_child("nightly-check", lake, nightly["report_json"])

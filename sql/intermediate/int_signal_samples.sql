@@ -59,7 +59,13 @@ gauges as (
     inner join signal_families
         on metric_samples.source_table = signal_families.source_table
         and metric_samples.metric = signal_families.signal
-    where metric_samples.kind = 'gauge'
+    where
+        metric_samples.kind = 'gauge'
+        -- the signal gauges (int_signal_counters.sql) before the dedup windows; null: all
+        and (
+            getvariable('int_signal_gauges') is null
+            or list_contains(getvariable('int_signal_gauges'), metric_samples.metric)
+        )
 ),
 
 gauge_intervals as (

@@ -200,6 +200,10 @@ def test_nightly_date_of_an_older_day_keeps_latest(
     assert list(out["steps_s"]) == ["ingest", "deltas", "views", "stalls", "alerts", "report"]
     assert out["delta_days_built"] == 1  # the day of the fixture's counters, stored once
     assert all(s >= 0.0 for s in out["steps_s"].values())
+    peaks = out["steps_peak_rss_mb"]  # running maxima of this process, per step
+    assert list(peaks) == list(out["steps_s"])
+    flow_mb = [peaks[step]["flow"] for step in peaks]
+    assert flow_mb == sorted(flow_mb) and flow_mb[0] > 10
     latest = (lake / "reports" / "latest" / "report.html").read_bytes()
     assert latest == Path(out["report"]).read_bytes()
     capsys.readouterr()

@@ -279,6 +279,41 @@ def test_attribution_reads_only_the_signal_counters(lake: Path) -> None:
     assert optimizers is not None and "build_side_probe_side" in optimizers[0]
 
 
+def test_attribution_reads_only_the_signal_gauges_and_the_same_rows(lake: Path) -> None:
+    """int_signal_gauges: the signal gauges' names (a filter that reaches the scan, under the
+    dedup windows); the gauge samples with it equal those without it (null: every gauge),
+    re-sent samples deduplicated the same way, a non-signal gauge (temperature_c) left out."""
+    smart = [{"ts": at(t), "node": "n0", "device": "nvme0", "source": "smartctl",
+              "metric": m, "value": v}
+             for t, m, v in [(0, "free_blocks_pct", 40.0), (60, "free_blocks_pct", 35.0),
+                             (0, "temperature_c", 40.0), (60, "temperature_c", 45.0),
+                             (0, "host_written_bytes", 1e9)]]
+    resent = [{**smart[1], "value": 30.0, "ingested_ts": INGESTED + timedelta(hours=1)}]
+    pool = [{"ts": at(t), "pool": "p0", "target": "t0", "metric": m, "value": v}
+            for t, m, v in [(0, "gc_active", 0.0), (10, "gc_active", 1.0),
+                            (0, "write_bytes", 0.0)]]
+    seed(lake, "nvme_smart", smart)
+    seed(lake, "nvme_smart", resent, part="y")
+    seed(lake, "pool_metrics", pool)
+    query = ("select source_table, family, signal, host, ts, prev_ts, value "
+             "from int_signal_gauge_samples() order by source_table, signal, ts")
+    con = connect(lake, views=views_read(query))
+    try:
+        names = con.execute("select getvariable('int_signal_gauges')").fetchall()[0]
+        counters = con.execute("select getvariable('int_signal_counters')").fetchall()[0]
+        shortcut = run_sql(con, query).to_dicts()
+        con.execute("set variable int_signal_gauges = null").fetchall()
+        every = run_sql(con, query).to_dicts()
+    finally:
+        con.close()
+    assert sorted(names[0]) == ["free_blocks_pct", "gc_active"]
+    assert "host_written_bytes" in counters[0]
+    assert shortcut == every
+    assert [(r["signal"], r["value"]) for r in shortcut] == [
+        ("free_blocks_pct", 40.0), ("free_blocks_pct", 30.0),  # the later ingest wins
+        ("gc_active", 0.0), ("gc_active", 1.0)]
+
+
 def test_duckdb_memory_limit_from_the_caller_or_the_environment(lake: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from ckptwatch.errors import QueryError

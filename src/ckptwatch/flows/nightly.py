@@ -21,6 +21,7 @@ at the end with the pull's one-line error.
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 from collections.abc import Iterator
@@ -49,14 +50,27 @@ NIGHTLY_DUCKDB_MEMORY = "3GB"
 
 
 
+def peak_rss_mb() -> dict[str, int]:
+    """The peak resident set so far, in MB: of this process (``flow``: the flow and its
+    threads, DuckDB included) and of its largest finished child (``workers``: a parse worker or
+    Prefect's local server, counted once it has exited)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"flow": round(own / 1024), "workers": round(kids / 1024)}
+
+
 @contextmanager
-def _timed(steps: dict[str, float], name: str) -> Iterator[None]:
-    """Record the block's wall time as ``steps[name]`` (seconds, 0.1 s resolution)."""
+def _timed(steps: dict[str, float], name: str,
+           peaks: dict[str, dict[str, int]]) -> Iterator[None]:
+    """Record the block's wall time as ``steps[name]`` (seconds, 0.1 s resolution) and the
+    peak RSS so far when it ends as ``peaks[name]`` (``peak_rss_mb``: a peak is a running
+    maximum, so the step where it rises is the step that set it)."""
     t0 = time.perf_counter()
     try:
         yield
     finally:
         steps[name] = round(time.perf_counter() - t0, 1)
+        peaks[name] = peak_rss_mb()
 
 
 @task(retries=2, retry_delay_seconds=30, task_run_name="pull prometheus",
@@ -163,10 +177,11 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     # (``prefect.yaml`` parameters, the UI) can set, and the flow run records it.
     run_ingest = ingest_flow.with_options(task_runner=dask_runner(dask)) if dask else ingest_flow
     steps: dict[str, float] = {}  # seconds per step, in the result and the log
+    peaks: dict[str, dict[str, int]] = {}  # peak RSS (MB) when each step ends, in the result
     pulled: PullReport | None = None
     pull_error: str | None = None
     if settings.prometheus.url:
-        with _timed(steps, "pull"):
+        with _timed(steps, "pull", peaks):
             try:
                 pulled = pull_from_prometheus(lake_root, settings, lock_wait_s)
                 logger.info("nightly: pulled %s from %s", pulled.rows or "no new rows",
@@ -174,30 +189,30 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
             except CkptwatchError as exc:  # the server: ingest and report anyway, fail below
                 pull_error = redact(str(exc), settings.secrets())
                 logger.warning("nightly: pull failed: %s", pull_error)
-    with _timed(steps, "ingest"):
+    with _timed(steps, "ingest", peaks):
         ingest = run_ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
     # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
     limit = duckdb_memory_setting(duckdb_memory, NIGHTLY_DUCKDB_MEMORY)
-    with _timed(steps, "deltas"):
+    with _timed(steps, "deltas", peaks):
         n_delta_days = materialise_counter_deltas(lake_root, limit, lock_wait_s)
     days = nightly_days(lake_root, report_date, lookback_days)
     logger.info("nightly: reading %s to %s", days[0], days[1])
-    with _timed(steps, "views"):
+    with _timed(steps, "views", peaks):
         n_views = build_views(lake_root, days, limit)
     lake_warnings = check_lake(lake_root, days, limit)
     for warning in lake_warnings:
         logger.info("nightly: warning: %s", warning)
-    with _timed(steps, "stalls"):
+    with _timed(steps, "stalls", peaks):
         findings = detect_stalls(lake_root, days, limit)
     alert_run: AlertRun | None = None
     alerts_error: str | None = None
-    with _timed(steps, "alerts"):
+    with _timed(steps, "alerts", peaks):
         try:
             alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s, days, findings,
                                         limit)
         except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail the run below
             alerts_error = redact(str(exc), settings.secrets())
-    with _timed(steps, "report"):
+    with _timed(steps, "report", peaks):
         files = write_daily_report(lake_root, days[1], findings, settings, alert_run,
                                    alerts_error, ingest, days, limit)
     causes = findings.by_cause()
@@ -212,6 +227,7 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "report": str(files.html), "report_json": str(files.json),
         "latest": str(files.latest_html), "latest_kept": files.latest_kept,
         "steps_s": steps,
+        "steps_peak_rss_mb": peaks,
         "lake_warnings": lake_warnings,
         "pulled": pulled.rows if pulled else None,
         "pull_error": pull_error,
