@@ -1,6 +1,10 @@
--- int_signal_counters: variables, not a view: the names of the metrics that are attribution
--- signals (int_signal_catalog over stg_metric_names), each kind as one constant list, found in
--- one scan of the names: int_signal_counters (the counters) and int_signal_gauges (the gauges).
+-- int_signal_counters: variables, not a view, found in one scan of the metric names when the
+-- views are built (from the lake as it is then):
+--   int_signal_names     every metric that is an attribution signal (int_signal_catalog over
+--                        stg_metric_names: its first matching rule) as one constant list of
+--                        {source_table, signal, family, kind}: int_signal_families() reads it
+--   int_signal_counters  the names of its counters
+--   int_signal_gauges    the names of its gauges
 -- int_signal_samples computes the deltas of these counters only
 -- (stg_counter_deltas_of(int_signal_counters)): the filter runs in the Parquet scan, before the
 -- dedup and the window, and a simulated 512-node day's attribution reads 24 M of its 37 M
@@ -8,24 +12,46 @@
 -- passes through the SMART and pool dedup windows (metric is one of their partition keys) into
 -- the scan, where a join with the catalog would only meet the rows after the windows (a
 -- world-mix 512-node day: 1.1 M of 5.5 M gauge rows, 13.8 M SMART rows through the dedup;
--- 5.8 s and 2.2 GB -> 0.9 s and 0.4 GB). They are only shortcuts: int_signal_samples still
--- keeps exactly the rows its joins with the catalog keep, and with a variable unset (null) it
--- reads every metric of that kind. Set when the views are built, from the lake as it is then.
+-- 5.8 s and 2.2 GB -> 0.9 s and 0.4 GB). The name lists are only shortcuts: int_signal_samples
+-- still keeps exactly the rows its joins with the catalog keep, and with a list unset (null)
+-- it reads every metric of that kind.
 set variable int_signal_names = (
-    select {
-        'counters': coalesce(
-            list(distinct metric_names.metric) filter (where metric_names.kind = 'counter'), []
-        ),
-        'gauges': coalesce(
-            list(distinct metric_names.metric) filter (where metric_names.kind = 'gauge'), []
-        ),
-    }
-    from stg_metric_names as metric_names
-    inner join int_signal_catalog as catalog
-        on metric_names.source_table = catalog.source_table
-        and regexp_full_match(metric_names.metric, catalog.signal_pattern)
+    with
+    metric_names as (
+        select * from stg_metric_names
+    ),
+
+    catalog as (
+        select * from int_signal_catalog
+    ),
+
+    signals as (
+        select
+            metric_names.source_table,
+            metric_names.metric as signal,
+            arg_min(catalog.family, catalog.rule_order) as family,
+            any_value(metric_names.kind) as kind,
+        from metric_names
+        inner join catalog
+            on metric_names.source_table = catalog.source_table
+            and regexp_full_match(metric_names.metric, catalog.signal_pattern)
+        group by metric_names.source_table, metric_names.metric
+    )
+
+    select
+        coalesce(
+            list({
+                'source_table': source_table, 'signal': signal, 'family': family, 'kind': kind
+            } order by source_table, signal),
+            []
+        )
+    from signals
 );
 
-set variable int_signal_counters = getvariable('int_signal_names').counters;
+set variable int_signal_counters = list_sort(list_distinct(
+    [s.signal for s in getvariable('int_signal_names') if s.kind = 'counter']
+));
 
-set variable int_signal_gauges = getvariable('int_signal_names').gauges;
+set variable int_signal_gauges = list_sort(list_distinct(
+    [s.signal for s in getvariable('int_signal_names') if s.kind = 'gauge']
+));

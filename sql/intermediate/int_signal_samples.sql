@@ -6,29 +6,22 @@
 -- Two table macros beside the view (a macro, not a view, so that
 -- ckptwatch.analysis.stalls.pinned_views can have every reader read one computed table):
 -- int_signal_families(): (source_table, signal, family) of every metric the catalog names
--- (its first matching rule); int_signal_gauge_samples(): the gauge rows of the view, each
+-- (its first matching rule; the list int_signal_names, found when the views are built:
+-- int_signal_counters.sql); int_signal_gauge_samples(): the gauge rows of the view, each
 -- sample with the interval it closes (one lag() pass over every gauge series, read by
 -- stall_signals, int_signal_series() and counter_windows through this view).
 create or replace macro int_signal_families() as table
 with
-catalog as (
-    select * from int_signal_catalog
-),
-
-metric_names as (
-    select * from stg_metric_names
+signals as (
+    select unnest(getvariable('int_signal_names')) as signal_row
 ),
 
 final as (
     select
-        metric_names.source_table,
-        metric_names.metric as signal,
-        arg_min(catalog.family, catalog.rule_order) as family,
-    from metric_names
-    inner join catalog
-        on metric_names.source_table = catalog.source_table
-        and regexp_full_match(metric_names.metric, catalog.signal_pattern)
-    group by metric_names.source_table, metric_names.metric
+        signal_row.source_table,
+        signal_row.signal,
+        signal_row.family,
+    from signals
 )
 
 select * from final;
