@@ -14,7 +14,9 @@ Each stage runs in a fresh interpreter (its own peak RSS) and prints wall second
   again each (``stall_features`` reads the pinned table in both);
 - ``find_stalls``: the whole of it. ``--save FILE`` writes its stalls, causes, scores and
   features as JSON, so that two runs (before and after a change) can be compared exactly
-  (``--compare BEFORE AFTER``). For a "before" run: ``CKPTWATCH_SQL_DIR`` names the SQL as it
+  (``--compare BEFORE AFTER``); ``--phases`` prints where its time went (the connection,
+  each pin of ``pinned_views``, each query of ``stall_features``; wall seconds). For a
+  "before" run: ``CKPTWATCH_SQL_DIR`` names the SQL as it
   was, ``ATTRIBUTION_UNPINNED=1`` has every query compute its views again (no
   ``stalls.PINNED_VIEWS``, no ``stalls.PINNED_SAMPLES``).
 
@@ -132,8 +134,50 @@ def compare(before: Path, after: Path) -> list[str]:
     return out
 
 
+def _timing_phases() -> dict[str, float]:
+    """Wrap ``find_stalls``' connection, ``pinned_views`` and ``stall_features``' queries so
+    that each adds its wall seconds to the returned dict, keyed by what it is (a pin by the
+    names it pins, a query by its first words)."""
+    from contextlib import contextmanager
+
+    import ckptwatch.analysis.findings as findings
+    import ckptwatch.analysis.stalls as stalls
+
+    phases: dict[str, float] = {}
+
+    def add(key: str, t0: float) -> None:
+        phases[key] = phases.get(key, 0.0) + time.perf_counter() - t0
+
+    run_sql, pinned, connect = stalls.run_sql, stalls.pinned_views, findings.connect
+
+    def timed_sql(con: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return run_sql(con, sql, *args, **kwargs)
+        finally:
+            add("query: " + " ".join(sql.split())[:48], t0)
+
+    @contextmanager
+    def timed_pin(con: Any, names: Any, **kwargs: Any) -> Any:
+        names = tuple(names)
+        t0 = time.perf_counter()
+        with pinned(con, names, **kwargs):
+            add("pin: " + ", ".join(names), t0)
+            yield
+
+    def timed_connect(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return connect(*args, **kwargs)
+        finally:
+            add("connect", t0)
+
+    stalls.run_sql, stalls.pinned_views, findings.connect = timed_sql, timed_pin, timed_connect
+    return phases
+
+
 def child(stage: str, lake_root: Path, memory: str, explain: Path | None,
-          save: Path | None) -> dict[str, Any]:
+          save: Path | None, phases: bool = False) -> dict[str, Any]:
     """One stage in this process: rows, a digest of them, wall and CPU seconds, peak RSS."""
     import duckdb
 
@@ -145,6 +189,7 @@ def child(stage: str, lake_root: Path, memory: str, explain: Path | None,
     t0 = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_SELF)
     digest = ""
+    timed: dict[str, float] | None = None
     if stage == "lag":
         con = duckdb.connect(config={"memory_limit": memory})
         lake = Lake(lake_root)
@@ -157,6 +202,7 @@ def child(stage: str, lake_root: Path, memory: str, explain: Path | None,
 
             ckptwatch.analysis.stalls.PINNED_VIEWS = ()
             ckptwatch.analysis.stalls.PINNED_SAMPLES = ()
+        timed = _timing_phases() if phases else None
         found = find_stalls(lake_root, memory_limit=memory)
         digest, rows = _digest(found)
         n = len(rows)
@@ -182,9 +228,12 @@ def child(stage: str, lake_root: Path, memory: str, explain: Path | None,
             digest = hashlib.sha256(str(frame.sort(frame.columns).hash_rows().sum()).encode()
                                     ).hexdigest()[:16]
     after = resource.getrusage(resource.RUSAGE_SELF)
-    return {"rows": n, "digest": digest, "s": time.perf_counter() - t0,
-            "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
-            "rss_mb": after.ru_maxrss / 1024}
+    out = {"rows": n, "digest": digest, "s": time.perf_counter() - t0,
+           "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+           "rss_mb": after.ru_maxrss / 1024}
+    if stage == "find_stalls" and timed is not None:
+        out["phases"] = timed
+    return out
 
 
 def run(stage: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -195,6 +244,8 @@ def run(stage: str, args: argparse.Namespace) -> dict[str, Any]:
         argv += ["--explain", str(args.explain)]
     if args.save:
         argv += ["--save", str(args.save)]
+    if args.phases:
+        argv += ["--phases"]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -213,6 +264,8 @@ def main() -> int:
                     help=f"comma-separated, of {', '.join(STAGES)}")
     ap.add_argument("--explain", type=Path, help="write each view stage's EXPLAIN ANALYZE here")
     ap.add_argument("--save", type=Path, help="write find_stalls' stalls as JSON here")
+    ap.add_argument("--phases", action="store_true",
+                    help="find_stalls: print the seconds of its connection, pins and queries")
     ap.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
                     help="only compare two --save files (stalls, causes, scores, features)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -223,7 +276,8 @@ def main() -> int:
         print("\n".join(diffs) if diffs else f"same {n} stalls, causes, scores and features")
         return 1 if diffs else 0
     if args.child:
-        print(json.dumps(child(args.child, args.lake, args.memory, args.explain, args.save)))
+        print(json.dumps(child(args.child, args.lake, args.memory, args.explain, args.save,
+                               args.phases)))
         return 0
     stages = [s for s in args.stages.split(",") if s]
     unknown = sorted(set(stages) - set(STAGES))
@@ -246,6 +300,8 @@ def main() -> int:
         r = got[stage] = run(stage, args)
         print(f"  {stage:<18} {r['rows']:>10,} {r['s']:>8.1f} {r['cpu_s']:>8.1f} "
               f"{r['rss_mb']:>8.0f}  {r['digest']}", flush=True)
+        for what, secs in sorted(r.get("phases", {}).items(), key=lambda kv: -kv[1]):
+            print(f"      {secs:6.2f} s  {what}")
     if "lag" in got and "find_stalls" in got:
         lag, ours = got["lag"], got["find_stalls"]
         print(f"  find_stalls / lag(): {ours['s'] / lag['s']:.2f}x wall, "
