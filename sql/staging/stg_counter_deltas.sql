@@ -56,8 +56,22 @@ fabric as (
     where counters is null or list_contains(counters, counter)
 ),
 
+-- SMART counters before their dedup, each with its version (the window pass below dedups
+-- them, as the fabric's); pool telemetry deduplicated already (stg_metric_samples).
+smart as (
+    select smart_versions.*
+    from stg_nvme_smart_versions() as smart_versions
+    inner join stg_metric_names as metric_names
+        on metric_names.source_table = 'nvme_smart'
+        and smart_versions.metric = metric_names.metric
+    where
+        metric_names.kind = 'counter'
+        and (counters is null or list_contains(counters, smart_versions.metric))
+),
+
 metric_samples as (
     select * from stg_metric_samples
+    where source_table = 'pool_metrics'
 ),
 
 samples as (
@@ -74,6 +88,18 @@ samples as (
     from fabric
     union all
     select
+        'nvme_smart' as source_table,
+        node as host,
+        device,
+        cast(null as varchar) as port,
+        cast(null as varchar) as pool,
+        metric as counter,
+        ts,
+        value,
+        version,
+    from smart
+    union all
+    select
         source_table,
         host,
         device,
@@ -82,7 +108,7 @@ samples as (
         metric as counter,
         ts,
         value,
-        cast(0 as hugeint) as version,  -- stg_metric_samples' tables are deduplicated already
+        cast(0 as hugeint) as version,  -- stg_pool_metrics is deduplicated already
     from metric_samples
     where kind = 'counter' and (counters is null or list_contains(counters, metric))
 ),

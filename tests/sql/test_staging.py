@@ -460,3 +460,73 @@ def without_undefined_ties(samples: list[tuple[str, int, float, int, str]]) -> l
         keep.append(key not in seen or seen[key] == value)
         seen.setdefault(key, value)
     return keep
+
+
+#: The deltas of the SMART counters deduplicated first, by the rule written out (the latest
+#: ingest, then the later source file by name): the oracle of the window pass's own dedup of
+#: re-sent SMART samples (stg_nvme_smart_versions' one-integer version).
+SMART_DEDUP_FIRST = """
+    with
+    deduplicated as (
+        select *
+        from nvme_smart
+        qualify row_number() over (
+            partition by node, device, metric, ts order by ingested_ts desc, source_file desc
+        ) = 1
+    ),
+    samples as (
+        select
+            'nvme_smart' as source_table, node as host, device, cast(null as varchar) as port,
+            cast(null as varchar) as pool, metric as counter, ts, value,
+            cast(0 as hugeint) as version, false as is_carry,
+        from deduplicated
+    )
+    select * from counter_deltas_over('samples') order by host, ts
+"""
+
+
+@pytest.fixture(scope="module")
+def smart_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Views over an empty lake; tests swap the nvme_smart view for a table of rows."""
+    root = tmp_path_factory.mktemp("lake")
+    Lake(root).init()
+    con = connect(root)
+    con.execute("drop view nvme_smart")
+    yield con
+    con.close()
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["n0", "n1"]), st.integers(0, 5),
+                          st.one_of(st.integers(0, 100).map(float), st.just(-1.0)),
+                          st.integers(0, 2),
+                          st.sampled_from(["raw/f0", "raw/f1", "raw/f10", "raw/f2"])),
+                min_size=1, max_size=14))
+def test_re_sent_smart_samples_give_the_rows_of_a_dedup_first(
+        smart_con: duckdb.DuckDBPyConnection,
+        samples: list[tuple[str, int, float, int, str]]) -> None:
+    """Re-sent SMART counter samples (smartctl and nvme-cli at one ts, a file ingested twice)
+    give the rows of deduplicating first by the latest ingest, then the later file by name
+    ('raw/f2' after 'raw/f10'), and then the rules; stg_nvme_smart keeps the same winners."""
+    schema = TABLES["nvme_smart"].schema
+    columns: dict[str, list[Any]] = {
+        "ts": [at(10 * t) for _, t, _, _, _ in samples], "node": [n for n, *_ in samples],
+        "device": ["nvme0"] * len(samples), "metric": ["host_written_bytes"] * len(samples),
+        "value": [v for _, _, v, _, _ in samples], "source": ["smartctl"] * len(samples),
+        "source_file": [f for *_, f in samples],
+        "ingested_ts": [INGESTED + timedelta(hours=h) for _, _, _, h, _ in samples],
+    }
+    table = pa.table({f.name: columns.get(f.name, [None] * len(samples)) for f in schema},
+                     schema=schema).filter(pa.array(without_undefined_ties(samples)))
+    smart_con.register("seeded", table)
+    smart_con.execute("create or replace table nvme_smart as select * from seeded")
+    got = smart_con.execute("select * from stg_counter_deltas order by host, ts").fetchall()
+    want = smart_con.execute(SMART_DEDUP_FIRST).fetchall()
+    assert got == want
+    assert len(got) == len({(n, t) for n, t, *_ in samples})
+    staged = smart_con.execute("select node, ts, value from stg_nvme_smart order by all"
+                               ).fetchall()
+    oracle = smart_con.execute("select host, ts, value from (" + SMART_DEDUP_FIRST + ") "
+                               "order by all").fetchall()
+    assert staged == oracle
