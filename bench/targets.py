@@ -38,8 +38,9 @@ WHY = {
     "day": "the sum of the formats' costs (no DLIO run in the day: its row is apart); the "
            "largest are smartctl JSON, OCP log text and node_exporter ethtool scrapes",
     "nightly": "the ingest (36 M fabric and 14 M SMART rows of tool output, parsed by 2 worker "
-               "processes on 2 cores) is half of it; the derived deltas refresh (a lag() pass, "
-               "the SMART dedup and ~6 s of zstd for its 45 M rows) a quarter; attribution "
+               "processes on 2 cores; 48-60 s in three runs of one session, same code) is half "
+               "of it; the derived deltas refresh (a lag() pass and ~6 s of zstd for its 45 M "
+               "rows) a fifth; attribution "
                "(every checkpoint's pause levels on every host, the per-series medians) and "
                "Prefect's start most of the rest; its steps:",
     "nightly-rss": "the stalls step's DuckDB (until session 14 the SMART dedup of every gauge "
