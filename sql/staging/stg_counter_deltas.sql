@@ -88,16 +88,16 @@ samples as (
     from fabric
     union all
     select
-        'nvme_smart' as source_table,
-        node as host,
+        source_table,
+        host,
         device,
-        cast(null as varchar) as port,
-        cast(null as varchar) as pool,
+        port,
+        pool,
         metric as counter,
         ts,
         value,
         version,
-    from smart
+    from smart_as_samples('smart')
     union all
     select
         source_table,

@@ -1,6 +1,20 @@
 -- stg_metric_samples: SMART and pool readings in one long form with their kind, the shape the
 -- counter deltas (stg_counter_deltas) and the attribution signals (int_signal_samples) read.
 -- host = node for SMART, = target for pool telemetry; device / pool null where they do not apply.
+-- smart_as_samples(smart_relation): rows of a relation of the caller with stg_nvme_smart's
+-- columns (node, device, metric, ts, value, ...) under this long form's key columns, the rest
+-- passed through: the one SMART mapping, read here and by stg_counter_samples (whose SMART rows
+-- are not deduplicated yet: stg_nvme_smart_versions()).
+create or replace macro smart_as_samples(smart_relation) as table
+select
+    'nvme_smart' as source_table,
+    node as host,
+    device,
+    cast(null as varchar) as port,
+    cast(null as varchar) as pool,
+    * exclude (node, device),
+from query_table(smart_relation);
+
 create or replace view stg_metric_samples as
 with
 smart as (
@@ -13,16 +27,16 @@ pool as (
 
 final as (
     select
-        'nvme_smart' as source_table,
-        node as host,
+        source_table,
+        host,
         device,
-        cast(null as varchar) as port,
-        cast(null as varchar) as pool,
+        port,
+        pool,
         metric,
         kind,
         ts,
         value,
-    from smart
+    from smart_as_samples('smart')
     union all
     select
         'pool_metrics' as source_table,

@@ -206,15 +206,22 @@ def test_quarantine_staging_renames_the_table_column(lake: Path) -> None:
         {"lake_table": "checkpoint_writes", "line": 3, "reason": "bytes is not a number: 'lots'"}]
 
 
-@pytest.fixture(scope="module")
-def delta_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Views over an empty lake; tests swap the fabric_counters view for a table of rows."""
+def _con_without(tmp_path_factory: pytest.TempPathFactory,
+                 table: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Views over an empty lake without ``table``'s view: tests create a table of rows in its
+    place."""
     root = tmp_path_factory.mktemp("lake")
     Lake(root).init()
     con = connect(root)
-    con.execute("drop view fabric_counters")
+    con.execute(f"drop view {table}")  # a lake table's name (a constant), not data
     yield con
     con.close()
+
+
+@pytest.fixture(scope="module")
+def delta_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Views over an empty lake; tests swap the fabric_counters view for a table of rows."""
+    yield from _con_without(tmp_path_factory, "fabric_counters")
 
 
 @settings(max_examples=40, deadline=None,
@@ -488,12 +495,7 @@ SMART_DEDUP_FIRST = """
 @pytest.fixture(scope="module")
 def smart_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
     """Views over an empty lake; tests swap the nvme_smart view for a table of rows."""
-    root = tmp_path_factory.mktemp("lake")
-    Lake(root).init()
-    con = connect(root)
-    con.execute("drop view nvme_smart")
-    yield con
-    con.close()
+    yield from _con_without(tmp_path_factory, "nvme_smart")
 
 
 @settings(max_examples=40, deadline=None,
