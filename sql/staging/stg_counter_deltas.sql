@@ -69,9 +69,19 @@ smart as (
         and (counters is null or list_contains(counters, smart_versions.metric))
 ),
 
+-- SMART (each sample with its version) and pool counters (deduplicated already: version 0),
+-- in the long form.
 metric_samples as (
-    select * from stg_metric_samples
-    where source_table = 'pool_metrics'
+    select * from smart_as_samples('smart')
+    union all by name
+    select
+        *,
+        cast(0 as hugeint) as version,
+    from stg_metric_samples
+    where
+        source_table = 'pool_metrics'
+        and kind = 'counter'
+        and (counters is null or list_contains(counters, metric))
 ),
 
 samples as (
@@ -97,20 +107,7 @@ samples as (
         ts,
         value,
         version,
-    from smart_as_samples('smart')
-    union all
-    select
-        source_table,
-        host,
-        device,
-        port,
-        pool,
-        metric as counter,
-        ts,
-        value,
-        cast(0 as hugeint) as version,  -- stg_pool_metrics is deduplicated already
     from metric_samples
-    where kind = 'counter' and (counters is null or list_contains(counters, metric))
 ),
 
 final as (
