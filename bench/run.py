@@ -275,8 +275,9 @@ def stage_nightly(raw: Path, lake: Path, fresh: bool = True,
     t0 = time.perf_counter()
     local_prefect.configure()
     server = local_prefect.start_local_server()
-    from ckptwatch.flows.nightly import nightly_flow
+    from ckptwatch.flows.nightly import nightly_flow, preload
 
+    preload()  # as the command does, while the server boots
     with local_prefect.local_server(server):
         out = nightly_flow(raw, lake, send=False, lookback_days=lookback_days)
     return {"rows": int(out.get("ingested", 0)), "seconds": time.perf_counter() - t0,

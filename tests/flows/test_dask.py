@@ -30,7 +30,8 @@ pytestmark = pytest.mark.prefect
 
 pytest.importorskip("prefect_dask")
 
-PATHS = ("alerts_file", "report", "report_json", "latest", "steps_s")  # paths, timings
+PATHS = ("alerts_file", "report", "report_json", "latest", "steps_s",
+         "steps_peak_rss_mb")  # paths, timings, memory (running maxima of the process)
 
 
 @dataclass(frozen=True)

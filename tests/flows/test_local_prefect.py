@@ -137,6 +137,22 @@ def test_verbose_flag_on_every_command_that_starts_prefect() -> None:
 # -- the stdout sink inside a flow ----------------------------------------------------------
 
 
+def test_preload_imports_what_the_later_steps_import_on_first_use() -> None:
+    """``preload`` (run while the local server boots) names modules the package imports
+    lazily, inside a function, and imports them."""
+    import re
+    import sys
+
+    import ckptwatch
+
+    text = "\n".join(p.read_text() for p in Path(ckptwatch.__file__).parent.rglob("*.py"))
+    for name in nightly_module.PRELOADED_MODULES:
+        lazily = rf"^[ \t]+(?:from {re.escape(name)} import |import {re.escape(name)}\b)"
+        assert re.search(lazily, text, re.M), f"{name} is not imported lazily anywhere"
+    nightly_module.preload()
+    assert set(nightly_module.PRELOADED_MODULES) <= set(sys.modules)
+
+
 @pytest.mark.prefect
 def test_stdout_sink_prints_to_stdout_inside_a_log_prints_flow(
         prefect_harness: None, capsys: pytest.CaptureFixture[str]) -> None:

@@ -63,6 +63,7 @@ def test_the_child_gets_a_bound_loopback_socket_and_is_stopped_after_the_block(
     from prefect.settings import get_current_settings
 
     before = get_current_settings().api.url
+    heartbeat = get_current_settings().flows.heartbeat_frequency
     server = LocalServer(tmp_path)
     server.launch()
     process = server.process
@@ -70,9 +71,12 @@ def test_the_child_gets_a_bound_loopback_socket_and_is_stopped_after_the_block(
     with local_server(server):
         assert os.environ["PREFECT_API_URL"] == f"http://127.0.0.1:{server.port}/api"
         assert get_current_settings().api.url == server.api_url
+        # no flow-run heartbeats to a server that stops with the command
+        assert get_current_settings().flows.heartbeat_frequency is None
     assert process.poll() is not None and server.process is None
     assert "PREFECT_API_URL" not in os.environ
     assert get_current_settings().api.url == before
+    assert get_current_settings().flows.heartbeat_frequency == heartbeat
 
 
 def test_no_server_leaves_prefect_as_configured() -> None:

@@ -3,7 +3,9 @@ files: test_facts.py, over the shared sample report)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -79,3 +81,73 @@ def test_nightly_flow_writes_the_report_then_fails_on_a_sink(
     assert err.value.result["alerts"] == 1 and err.value.result["ingested"] == 6
     report = Path(err.value.result["report"])
     assert "Sink failed:</b> jsonl: cannot append alerts" in report.read_text()
+
+
+def test_steps_given_one_open_connection_give_what_their_own_connections_give(
+        sample_lake: Path, findings: Any, written: Any, tmp_path: Path) -> None:
+    """The nightly run's stalls, alerts and report read the lake through one connection with
+    every view built (``build_views``'); each gives what it gives connecting on its own (only
+    the views it needs), and leaves the connection open for the next."""
+    from tests.report.conftest import rules_only_env
+
+    from ckptwatch.alerts.evaluate import run_alerts
+    from ckptwatch.analysis.findings import find_stalls
+    from ckptwatch.lake.query import connect
+    from ckptwatch.report.daily import daily_report
+
+    lake = tmp_path / "lake"  # a copy: the report is written into it
+    shutil.copytree(sample_lake, lake)
+    con = connect(lake)
+    try:
+        with rules_only_env():
+            shared = find_stalls(lake, con=con)
+            assert _alike(shared, findings) and len(shared.stalls) == 8
+            settings = nightly_settings(Settings(), lake)
+            run = run_alerts(lake, settings, send=False, cause_provider=shared.top_causes,
+                             con=con)
+            alone = run_alerts(lake, settings, send=False,
+                               cause_provider=findings.top_causes)
+            assert run.alerts == alone.alerts and len(run.alerts) == 3
+            facts, files = daily_report(lake, day=None, findings=shared, settings=settings,
+                                        alert_run=run, con=con)
+        assert con.execute("select count(*) from checkpoint_latency").fetchall()[0][0] > 0
+    finally:
+        con.close()
+    expected = dict(written[0])
+    assert files.json == lake / written[1].json.relative_to(sample_lake)
+    assert _alike(_as_of_sample(facts, lake, sample_lake), _as_of_sample(expected, None, None))
+
+
+#: Keys of report facts that hold the time the report or its alerts were made.
+_MADE_AT = frozenset(("generated_at", "since", "startsAt", "endsAt"))
+
+
+def _as_of_sample(facts: dict[str, Any], lake: Path | None, sample: Path | None) -> Any:
+    """``facts`` as JSON values, ``lake`` named as ``sample`` (the commands it prints), with
+    no time of making (``_MADE_AT``)."""
+    text = json.dumps(facts, default=str)
+    if lake is not None and sample is not None:
+        text = text.replace(str(lake), str(sample))
+
+    def drop(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: drop(v) for k, v in value.items() if k not in _MADE_AT}
+        return [drop(v) for v in value] if isinstance(value, list) else value
+
+    return drop(json.loads(text))
+
+
+def _alike(a: Any, b: Any) -> bool:
+    """``a == b``, floats within 1e-9 relative (or both NaN): DuckDB's parallel sums differ in
+    the last bits from run to run, one connection or two."""
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and _alike(dataclasses.asdict(a), dataclasses.asdict(b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(
+            _alike(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(
+            _alike(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
+    return bool(a == b)

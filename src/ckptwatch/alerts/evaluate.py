@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -33,6 +34,9 @@ from ckptwatch.alerts.sinks import Alert, AlertStatus, Sink, build_sinks, delive
 from ckptwatch.alerts.state import AlertRecord, AlertState, load_state, save_state, state_lock
 from ckptwatch.errors import SinkError
 from ckptwatch.settings import AlertSettings, Settings
+
+if TYPE_CHECKING:
+    import duckdb
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +337,8 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
                cause_provider: CauseProvider | None = None,
                lock_wait_s: float = 600.0,
                days: tuple[date, date] | None = None,
-               memory_limit: str | None = None) -> AlertRun:
+               memory_limit: str | None = None,
+               con: duckdb.DuckDBPyConnection | None = None) -> AlertRun:
     """Evaluate the lake's jobs; with ``send``, deliver due alerts and record the state.
 
     ``now`` (default: the current time) given explicitly evaluates as of that time: checkpoints
@@ -344,17 +349,22 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
     its alerts pending in the state for the next run and is listed in ``failures``.
     ``sinks`` defaults to those the settings configure. ``days``: read only those days of the
     lake (see ``query.connect``; the nightly run passes its report day and lookback).
+    ``con``: an open connection of the lake that builds ``VIEWS`` (the nightly run's), read
+    instead of a new one (``days`` and ``memory_limit`` are then its own) and left open.
     """
     from ckptwatch.lake.query import connect
 
     as_of = now  # an explicit time is a replay: leave out checkpoints that ended after it
     now = now or datetime.now(UTC)
     sinks = build_sinks(settings) if sinks is None else list(sinks)
-    con = connect(lake_root, days=days, memory_limit=memory_limit, views=VIEWS)
-    try:
+    if con is not None:
         checkpoints, jobs = load_window(con, settings.alerts, as_of)
-    finally:
-        con.close()
+    else:
+        own = connect(lake_root, days=days, memory_limit=memory_limit, views=VIEWS)
+        try:
+            checkpoints, jobs = load_window(own, settings.alerts, as_of)
+        finally:
+            own.close()
     causes = cause_provider(checkpoints) if cause_provider else None
     if not send:
         ev = evaluate(checkpoints, jobs, settings.alerts, load_state(lake_root), now=now,

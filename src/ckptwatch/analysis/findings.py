@@ -177,13 +177,18 @@ def attribute_stalls(con: duckdb.DuckDBPyConnection, *, job: str | None = None,
 def find_stalls(lake_root: Path | str, *, job: str | None = None,
                 days: tuple[date, date] | None = None, model_path: Path | None = None,
                 settings: DetectionSettings | None = None,
-                memory_limit: str | None = None) -> StallFindings:
+                memory_limit: str | None = None,
+                con: duckdb.DuckDBPyConnection | None = None) -> StallFindings:
     """Every stall of the lake (``days``: only those days; ``job``: only that job) with its
     ranked causes: the trained model at ``model_path`` (default: the settings' model path)
-    when one is built, else the rules alone."""
+    when one is built, else the rules alone. ``con``: an open connection of the lake that
+    builds ``ATTRIBUTION_VIEWS`` (the nightly run's, over its days), read instead of a new
+    one (``days`` and ``memory_limit`` are then its own) and left open."""
     model = load_default_model(model_path)
-    con = connect(lake_root, days=days, memory_limit=memory_limit, views=ATTRIBUTION_VIEWS)
-    try:
+    if con is not None:
         return attribute_stalls(con, job=job, model=model, settings=settings)
+    own = connect(lake_root, days=days, memory_limit=memory_limit, views=ATTRIBUTION_VIEWS)
+    try:
+        return attribute_stalls(own, job=job, model=model, settings=settings)
     finally:
-        con.close()
+        own.close()

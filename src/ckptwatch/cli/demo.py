@@ -38,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
 
     local_prefect.configure(args.verbose)  # before the first import of Prefect
     server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
-    from ckptwatch.flows.nightly import nightly_flow
+    from ckptwatch.flows.nightly import nightly_flow, preload
+
+    preload()  # while the server boots
 
     if args.raw is None:
         args.raw = _sample_raw(args.lake)

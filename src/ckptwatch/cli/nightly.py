@@ -99,10 +99,11 @@ def run(args: argparse.Namespace) -> int:
           "starts first: ~15 s the first time)…", file=sys.stderr, flush=True)
     server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
     from ckptwatch.flows.ingest import dask_runner
-    from ckptwatch.flows.nightly import nightly_flow
+    from ckptwatch.flows.nightly import nightly_flow, preload
 
     if args.dask:
         dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
+    preload()  # while the server boots
     try:
         with local_prefect.local_server(server):
             result = nightly_flow(args.raw_dir, args.lake, config=args.config,

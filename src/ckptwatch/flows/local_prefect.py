@@ -187,11 +187,21 @@ def start_local_server(verbose: bool = False) -> LocalServer | None:
 def local_server(server: _Server | None) -> Iterator[None]:
     """Wait for ``server`` (from :func:`start_local_server`) to answer and point Prefect (and
     the processes this one starts: Dask workers) at it for the block; stop it after. ``None``:
-    Prefect's configured server, nothing to do."""
+    Prefect's configured server, nothing to do.
+
+    Flow-run heartbeats are off against this server: they let a server that outlives a run
+    mark it crashed when they stop, and this one stops with the command. Each flow run's end
+    otherwise waits up to a second for its heartbeat thread to wake (1.5 s of the 2.4 s a
+    flow with a subflow and two tasks took here; 0.85 s without)."""
     if server is None:
         yield
         return
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        get_current_settings,
+        temporary_settings,
+    )
 
     settings = get_current_settings()
     try:
@@ -203,7 +213,8 @@ def local_server(server: _Server | None) -> Iterator[None]:
         before = os.environ.get("PREFECT_API_URL")
         os.environ["PREFECT_API_URL"] = url
         try:
-            with temporary_settings(updates={PREFECT_API_URL: url}):
+            with temporary_settings(updates={PREFECT_API_URL: url,
+                                             PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
                 yield
         finally:
             if before is None:

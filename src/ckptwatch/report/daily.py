@@ -31,6 +31,8 @@ from ckptwatch.report.html import render_html
 from ckptwatch.settings import Settings
 
 if TYPE_CHECKING:
+    import duckdb
+
     from ckptwatch.alerts.evaluate import AlertRun
     from ckptwatch.ingest.run import IngestReport
 
@@ -101,14 +103,25 @@ def daily_report(lake_root: Path | str, *, day: date | None, findings: StallFind
                  settings: Settings, alert_run: AlertRun | None = None,
                  alerts_error: str | None = None, ingest: IngestReport | None = None,
                  plans: bool = True, days: tuple[date, date] | None = None,
-                 memory_limit: str | None = None) -> tuple[dict[str, Any], ReportFiles]:
+                 memory_limit: str | None = None,
+                 con: duckdb.DuckDBPyConnection | None = None,
+                 ) -> tuple[dict[str, Any], ReportFiles]:
     """Build, render and write the day's report; returns its facts and where it went.
-    ``days``, ``memory_limit``: as for :func:`ckptwatch.lake.query.connect`."""
-    con = connect(lake_root, days=days, memory_limit=memory_limit, views=REPORT_VIEWS)
-    try:
-        report = build_report(con, lake_root, day=day, findings=findings, settings=settings,
-                              alert_run=alert_run, alerts_error=alerts_error, ingest=ingest,
-                              plans=plans, memory_limit=memory_limit)
-    finally:
-        con.close()
+    ``days``, ``memory_limit``: as for :func:`ckptwatch.lake.query.connect`. ``con``: an
+    open connection of the lake that builds ``REPORT_VIEWS`` (the nightly run's, over its
+    days), read instead of a new one and left open (``memory_limit`` still caps the plans'
+    connection to every day)."""
+    def build(db: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        return build_report(db, lake_root, day=day, findings=findings, settings=settings,
+                            alert_run=alert_run, alerts_error=alerts_error, ingest=ingest,
+                            plans=plans, memory_limit=memory_limit)
+
+    if con is not None:
+        report = build(con)
+    else:
+        own = connect(lake_root, days=days, memory_limit=memory_limit, views=REPORT_VIEWS)
+        try:
+            report = build(own)
+        finally:
+            own.close()
     return report, write_report(lake_root, report, render_html(report))
