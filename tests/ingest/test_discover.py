@@ -89,11 +89,14 @@ def test_long_lines_are_blanked_as_the_regex_finds_them(
         data: bytes, limit: int, keep: int, scan: int) -> None:
     """Long lines are found by a numpy scan for newlines, in chunks of ``SCAN_BYTES``
     (tiny here, so that lines cross chunk boundaries): the same lines, numbers, lengths and
-    heads as the regular expression, the same bytes left (CR and NUL are line content)."""
+    heads as the regular expression, the same bytes left (CR and NUL are line content).
+    The quick look for any long line (``_has_long_line``) says so exactly when there is one."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(discover_module, "SCAN_BYTES", scan)
         got = discover_module._blank_long_lines(data, limit, keep)
-    assert got == _blank_long_lines_by_regex(data, limit, keep)
+    want = _blank_long_lines_by_regex(data, limit, keep)
+    assert got == want
+    assert discover_module._has_long_line(data, limit) == bool(want[1])
 
 
 def test_a_long_line_is_blanked_and_listed() -> None:

@@ -73,12 +73,43 @@ def _results(report: run_module.IngestReport) -> list[tuple[object, ...]]:
     return [(f.rel, f.status, f.rows, f.quarantined, f.notes, f.error) for f in report.files]
 
 
-def test_workers_write_the_lake_of_one_process(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def _segments() -> set[str]:
+    """The shared-memory segments of this machine (Linux: ``/dev/shm``)."""
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.iterdir()} if shm.is_dir() else set()
+
+
+def _no_room(fd: int, offset: int, length: int) -> None:
+    raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("transport", ["pipe", "shared", "shared, no room"])
+def test_workers_write_the_lake_of_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               transport: str) -> None:
+    """Whichever way the groups' bytes reach the workers (the pool's pipe; shared-memory
+    segments; a full ``/dev/shm``, where they fall back to the pipe), the lake is the one
+    process's, and no segment is left behind."""
     raw = _raw(tmp_path / "raw")
     monkeypatch.setattr(run_module, "PARSE_BYTES", 600)  # many small groups, several in flight
+    monkeypatch.setattr(parallel, "SHARE_MIN_BYTES", 0 if "shared" in transport else 1 << 40)
+    monkeypatch.setattr(parallel, "KEEP_SEGMENT_BYTES", parallel._MIB)  # kept and reused
+    if "no room" in transport:
+        monkeypatch.setattr(parallel.os, "posix_fallocate", _no_room)
+    made: list[str] = []
+    put = parallel._Segments.put
+
+    def put_and_note(self: parallel._Segments, group: list[object]) -> object:
+        sent, shared = put(self, group)  # type: ignore[arg-type]
+        if shared is not None:
+            made.append(shared[0])
+        return sent, shared
+
+    monkeypatch.setattr(parallel._Segments, "put", put_and_note)
+    before = _segments()
     alone = ingest(raw, tmp_path / "alone", workers=1)
     spread = ingest(raw, tmp_path / "spread", workers=2)
+    assert bool(made) == (transport == "shared")  # groups sent in segments, or none
+    assert _segments() <= before  # every segment unlinked
     assert lake_rows(tmp_path / "spread") == lake_rows(tmp_path / "alone")
     assert sorted(_parts(tmp_path / "spread")) == sorted(_parts(tmp_path / "alone"))
     assert _results(spread) == _results(alone)
@@ -97,7 +128,12 @@ def test_workers_write_the_lake_of_one_process(tmp_path: Path,
     assert lake_rows(tmp_path / "spread") == lake_rows(tmp_path / "alone")
 
 
-def test_a_dead_worker_s_groups_are_parsed_here(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_dead_worker_s_groups_are_parsed_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                shared: bool) -> None:
+    monkeypatch.setattr(parallel, "SHARE_MIN_BYTES", 0 if shared else 1 << 40)
+    monkeypatch.setattr(parallel, "KEEP_SEGMENT_BYTES", 0)  # each segment freed after use
+    before = _segments()
     raw = _raw(tmp_path / "raw")
     files = discover(raw)
     items = list({x.key: x for x in map(load_file, files)}.values())  # one of each copy
@@ -114,6 +150,7 @@ def test_a_dead_worker_s_groups_are_parsed_here(tmp_path: Path) -> None:
         got += parsing.drain()
         assert parsing.workers == 1 and len(parsing.notes) == 1
         assert "parse worker stopped" in parsing.notes[0]
+    assert _segments() <= before
     assert [(p.raw.rel, p.key, p.failure, p.parsed.rejects, p.n_rows) for p in got] \
         == [(p.raw.rel, p.key, p.failure, p.parsed.rejects, p.n_rows) for p in expected]
     # what the lake gets of them: the same parts, with the same rows

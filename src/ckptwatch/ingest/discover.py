@@ -256,6 +256,8 @@ def to_utf8(data: bytes, *, text: bool = False) -> tuple[bytes, str | None]:
 def _not_utf8(data: bytes) -> tuple[int, str] | None:
     """Where ``data`` stops being UTF-8 and why (None: it is UTF-8), checked by an incremental
     decoder ``SCAN_BYTES`` at a time: a file's text is never held beside its bytes."""
+    if data.isascii():  # ASCII is UTF-8 (a scan in C many times the decoder's speed)
+        return None
     decoder = codecs.getincrementaldecoder("utf-8")()
     view = memoryview(data)
     for at in range(0, max(len(data), 1), SCAN_BYTES):
@@ -291,10 +293,27 @@ def _line_spans(data: bytes) -> tuple[Any, Any]:
     return starts, ends
 
 
+def _has_long_line(data: bytes, limit: int) -> bool:
+    """Whether a line of ``data`` is over ``limit`` bytes (its newline not counted): the line
+    at ``pos`` is when the ``limit + 1`` bytes from it hold no newline; else every line
+    before the last newline among them is within the limit, and the next starts after it. A
+    search (``memrchr``, in C) per ~``limit`` bytes, not a look at every line: 1.7 of the
+    parent's 19 CPU s of a 512-node day's ingest went to ``_line_spans``."""
+    pos, size = 0, len(data)
+    while size - pos > limit:
+        newline = data.rfind(b"\n", pos, pos + limit + 1)
+        if newline < 0:
+            return True
+        pos = newline + 1
+    return False
+
+
 def _blank_long_lines(data: bytes, limit: int, keep: int) -> tuple[
         bytes, list[tuple[int, int, bytes]]]:
     """Each line of ``data`` over ``limit`` bytes replaced by an empty line (found by a scan
     in C, never decoded); the lines' numbers, lengths and first ``keep`` bytes."""
+    if not _has_long_line(data, limit):  # the usual file: no newline scan of every line
+        return data, []
     starts, ends = _line_spans(data)
     found = np.flatnonzero(ends - starts > limit)
     if not found.size:
