@@ -281,3 +281,37 @@ def test_workers_keep_freed_pages_unless_the_user_tunes_the_allocator(
     # polars, imported in the worker, puts its own choice first: the last options win
     want = parallel.WORKER_ALLOCATOR if users is None else users
     assert len(seen) == 1 and seen.pop().endswith("," + want)
+
+
+def test_segments_carry_each_file_s_bytes_and_stay_few(tmp_path: Path) -> None:
+    """A group's files copied into one segment come out as they went in (``_from_shared``,
+    as a worker reads them); segments are reused, at most ``KEEP_SEGMENTS`` kept free as the
+    groups grow, and ``close`` unlinks them all."""
+    from dataclasses import replace
+
+    raw = _raw(tmp_path / "raw")
+    item = next(x for x in map(load_file, discover(raw)) if isinstance(x, parallel.LoadedFile))
+    before = _segments()
+    segments = parallel._Segments()
+    try:
+        names = set()
+        for k in range(1, 9):  # groups of growing size: 1..8 MiB and a bit
+            datas = [os.urandom(1000) * (k * 700), b"", b"x" * k]
+            group = [replace(item, content=replace(item.content, data=d)) for d in datas]
+            sent, shared = segments.put(group)
+            assert shared is not None
+            assert all(x.content.data == b"" and x.content.sha is None for x in sent)
+            back = parallel._from_shared(sent, *shared)
+            assert [x.content.data for x in back] == datas
+            names.add(shared[0])
+            segments.release(shared)
+            assert len(segments.free) <= parallel.KEEP_SEGMENTS and not segments.used
+        assert len(names) > parallel.KEEP_SEGMENTS  # new ones made as groups grew
+        small = [replace(item, content=replace(item.content, data=b"tiny"))]
+        assert segments.put(small)[1] is None  # under SHARE_MIN_BYTES: in the group itself
+        sent, shared = segments.put([replace(item, content=replace(
+            item.content, data=b"y" * (2 << 20)))])
+        assert shared is not None and shared[0] in names  # a free one that fits, reused
+    finally:
+        segments.close()
+    assert _segments() <= before

@@ -217,6 +217,9 @@ SHARE_MIN_BYTES = 1 << 16
 #: Segments kept for the next groups at most this large (a larger one is freed after its
 #: group: a segment holds its pages, in ``/dev/shm``, until then).
 KEEP_SEGMENT_BYTES = 64 << 20
+#: Free segments kept at most (the largest: a group in flight per worker, one more being
+#: filled, and one to spare); a smaller one beyond them is freed.
+KEEP_SEGMENTS = 4
 
 
 class _Segments:
@@ -283,10 +286,14 @@ class _Segments:
         if shared is None or shared[0] not in self.used:
             return
         segment = self.used.pop(shared[0])
-        if segment.size <= KEEP_SEGMENT_BYTES:
-            self.free.append(segment)
-        else:
+        if segment.size > KEEP_SEGMENT_BYTES:
             _unlink(segment)
+            return
+        self.free.append(segment)
+        if len(self.free) > KEEP_SEGMENTS:  # groups grew: the smallest is the least use
+            smallest = min(self.free, key=lambda s: s.size)
+            self.free.remove(smallest)
+            _unlink(smallest)
 
     def close(self) -> None:
         """Unlink every segment (the workers are stopped: none is read any more)."""
