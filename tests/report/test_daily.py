@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,11 @@ def test_steps_given_one_open_connection_give_what_their_own_connections_give(
             shared = find_stalls(lake, con=con)
             assert _alike(shared, findings) and len(shared.stalls) == 8
             settings = nightly_settings(Settings(), lake)
+            now = datetime.now(UTC)  # one time for both: the alerts carry it
             run = run_alerts(lake, settings, send=False, cause_provider=shared.top_causes,
-                             con=con)
+                             con=con, now=now)
             alone = run_alerts(lake, settings, send=False,
-                               cause_provider=findings.top_causes)
+                               cause_provider=findings.top_causes, now=now)
             assert run.alerts == alone.alerts and len(run.alerts) == 3
             facts, files = daily_report(lake, day=None, findings=shared, settings=settings,
                                         alert_run=run, con=con)
