@@ -74,9 +74,13 @@ def _results(report: run_module.IngestReport) -> list[tuple[object, ...]]:
 
 
 def _segments() -> set[str]:
-    """The shared-memory segments of this machine (Linux: ``/dev/shm``)."""
+    """The shared-memory segments of this machine (Linux: ``/dev/shm``).
+
+    Only ``SharedMemory``'s own (``psm_*``): a broken pool's queue semaphores (``sem.mp-*``)
+    are the executor's, unlinked when the garbage collector gets to them.
+    """
     shm = Path("/dev/shm")
-    return {p.name for p in shm.iterdir()} if shm.is_dir() else set()
+    return {p.name for p in shm.iterdir() if p.name.startswith("psm_")} if shm.is_dir() else set()
 
 
 def _no_room(fd: int, offset: int, length: int) -> None:
