@@ -33,6 +33,7 @@ Run:  .venv/bin/python bench/bench_marts.py [--counters] [--markers] [--attribut
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -410,6 +411,12 @@ def main() -> int:
         print(json.dumps(child_stage(args.child, args.out / "lake")))
         return 0
     if args.startup:
+        from ckptwatch.ingest.discover import is_lake
+
+        if not is_lake(args.lake):
+            print(f"bench_marts: no lake at {args.lake}: `make demo` (or `ckptwatch demo --raw "
+                  f"data/sample --lake {args.lake}`) ingests the sample into it", file=sys.stderr)
+            return 2
         return 0 if startup(args.lake, max(args.repeat, 5)) else 1
     args.counters = args.counters or args.attribution
 
