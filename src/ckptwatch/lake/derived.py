@@ -53,7 +53,7 @@ from ckptwatch.lake.store import (
     SCHEMA_PARTITION,
     Lake,
     atomic_write_bytes,
-    atomic_write_table,
+    atomic_write_many,
 )
 
 DERIVED_DIR = "derived"
@@ -160,11 +160,20 @@ def add_stub(lake: Lake) -> None:
     """The zero-row schema parts of ``derived/counter_deltas``, ``counter_series`` and
     ``counter_state`` (what ``derived_counter_deltas`` and a first day's carry read when no day
     has been materialised; idempotent)."""
+    atomic_write_many(missing_stubs(lake))
+
+
+def missing_stubs(lake: Lake) -> list[tuple[Path, pa.Table]]:
+    """The derived tables' zero-row schema parts that ``lake`` lacks, and their empty tables
+    (``Lake.add_missing_tables`` writes them with the lake's own stubs, in one round of
+    fsyncs)."""
+    out: list[tuple[Path, pa.Table]] = []
     for table, schema in ((DELTAS, DELTAS_SCHEMA), (SERIES, SERIES_SCHEMA),
                           (STATE, STATE_SCHEMA)):
         stub = derived_dir(lake) / table / SCHEMA_PARTITION / SCHEMA_PART
         if not stub.exists():
-            atomic_write_table(stub, schema.empty_table())
+            out.append((stub, schema.empty_table()))
+    return out
 
 
 def _day_part(lake: Lake, table: str, day: date, name: str) -> Path:

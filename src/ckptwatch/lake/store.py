@@ -331,8 +331,9 @@ class Lake:
         missing = [(stub, t.schema.empty_table()) for t in TABLES.values()
                    if not (stub := self.table_dir(t.name) / SCHEMA_PARTITION / SCHEMA_PART)
                    .exists()]
-        atomic_write_many(missing)  # fsynced together: one journal commit, not one a stub
-        derived.add_stub(self)  # what derived_counter_deltas reads before any refresh
+        # the derived tables' stubs too (what derived_counter_deltas reads before any
+        # refresh): fsynced together, one journal commit, not one a stub
+        atomic_write_many(missing + derived.missing_stubs(self))
 
     def exists(self) -> bool:
         """True when ``init`` has run here."""

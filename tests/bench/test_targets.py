@@ -1,0 +1,61 @@
+"""bench/targets.py: the issue 18 table reads what the benchmarks wrote and says, beside a miss,
+what the same run measured next to it (a format's hand-written pipeline, the bare lag() pass)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_targets", BENCH / "targets.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_targets", mod)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "OUT", tmp_path)
+    return mod
+
+
+def _write(out: Path, name: str, doc: dict[str, object]) -> None:
+    (out / name).write_text(json.dumps(doc))
+
+
+def test_a_format_miss_names_its_floor_and_the_hand_written_pipeline(targets: ModuleType) -> None:
+    _write(targets.OUT, "formats.json", {"results": {
+        "ethtool -S text": {"seconds": 1.0, "polars_s": 0.1, "encode_s": 0.2, "hand_s": 0.5},
+        "smartctl JSON": {"seconds": 1.5, "polars_s": 1.0, "encode_s": 0.2},
+    }})
+    rows = {r.target: r for r in targets.rows()}
+    eth = rows["ingest ethtool -S text <= 2x bare polars"]
+    assert eth.held is False
+    verdict = eth.verdict()
+    assert "10x against <= 2x" in verdict
+    assert "floor 3.00x: out of reach" in verdict
+    assert "2.00x a hand-written pipeline to rows" in verdict
+    smart = rows["ingest smartctl JSON <= 2x bare polars"]
+    assert smart.held is True and smart.verdict() == "held"
+
+
+def test_time_targets_say_how_fast_the_machine_was(targets: ModuleType) -> None:
+    _write(targets.OUT, "results.json", {"results": [
+        {"stage": "bare lag() pass, DuckDB 2GB", "seconds": 25.2},
+        {"stage": "attribution, DuckDB 2GB", "seconds": 33.4, "ratio": 1.18},
+        {"stage": "nightly flow (whole, DuckDB 3GB)", "seconds": 80.0, "rss_mb": 1700.0},
+    ]})
+    rows = {r.target: r for r in targets.rows()}
+    attribution = rows["attribution (512 nodes) <= 15 s within a 2 GiB cap"]
+    assert attribution.held is False
+    assert "bare lag() pass 25.2 s" in attribution.verdict()
+    assert rows["attribution <= 3x a bare lag() pass (CPU)"].held is True
+    assert rows["512-node nightly flow <= 90 s (default cap)"].verdict() == "held"
+    not_measured = rows["checkpoint_latency <= 1.2x the same columns by hand (CPU)"]
+    assert not_measured.held is None and "marts.json: missing" in not_measured.verdict()
