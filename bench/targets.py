@@ -38,7 +38,8 @@ WHY = {
     "day": "the sum of the formats' costs (no DLIO run in the day: its row is apart); the "
            "largest are smartctl JSON, OCP log text and node_exporter ethtool scrapes",
     "nightly": "the ingest (36 M fabric and 14 M SMART rows of tool output, parsed by 2 worker "
-               "processes on 2 cores; 48-60 s in three runs of one session, same code) is half "
+               "processes on 2 cores; 48-60 s in three runs of session 15, 87 s on session "
+               "16's slower machine) is half "
                "of it; the derived deltas refresh (a lag() pass and ~6 s of zstd for its 45 M "
                "rows) a fifth; attribution "
                "(every checkpoint's pause levels on every host, the per-series medians) and "
@@ -46,7 +47,8 @@ WHY = {
     "nightly-rss": "the stalls step's DuckDB (until session 14 the SMART dedup of every gauge "
                    "sample: 2.4 GB; the signal gauges only since) or a parse worker of the "
                    "ingest (1.1-1.3 GB: the checkpoint file read in 32 MiB chunks)",
-    "attribution": "every checkpoint's pause and xmit_wait levels on every host (the history a "
+    "attribution": "(session 15's machine) every checkpoint's pause and xmit_wait levels on "
+                   "every host (the history a "
                    "stall's fabric z is judged against, ~4.5 s), the per-series medians and "
                    "MADs (~3 s: every signal value of every series held), stall_signals "
                    "(~2.4 s) and the connection (~1.6 s); reading the 45 M stored delta rows "
