@@ -20,8 +20,10 @@ in one child process each (``ru_maxrss`` is the child's own):
   regex, tool JSON unpivoted one level down) written as zstd Parquet, and ours over it: what
   our validation, quarantine, aliases, provenance and transaction cost beyond a pipeline that
   makes rows of the same kind by hand ("-": a format that reference cannot read or makes no
-  rows of). It makes fewer rows than ours where ours adds the cross-driver aliases (ethtool:
-  about half) or keeps text values; more where it keeps every numeric JSON leaf.
+  rows of: DLIO's JSON documents). It makes fewer rows than ours where ours adds the
+  cross-driver aliases (ethtool: about half) or keeps text values; more where it keeps every
+  numeric JSON leaf or a line ours does not read as a counter (HELP-less exposition samples of
+  families ckptwatch skips, the OCP log's version fields).
 
 DLIO / MLPerf Storage stats are not in the simulated day (their ranks name no node): the bench
 renders the day's largest JSON Lines job as a DLIO run (one ``<rank>_per_epoch_stats.json`` per
@@ -289,9 +291,7 @@ def hand_written(files: list[Path], out: Path) -> tuple[float | None, int | None
     level down), written as zstd Parquet. No validation, quarantine, aliases, provenance or
     transaction: what a hand-written pipeline to rows of the same kind costs. (None, None)
     where it cannot read the format (DLIO's JSON documents, a mixed JSON shape) or makes no
-    rows of it (its one regex reads ``name: value`` lines only: not the OCP log's text, sysfs
-    paths or Prometheus exposition), so that its seconds are never set beside rows it did not
-    make."""
+    rows of it, so that its seconds are never set beside rows it did not make."""
     from run import stage_reference_ingest  # bench/run.py: this script's directory is on the path
 
     try:

@@ -99,7 +99,13 @@ def stage_ingest(raw: Path, lake: Path, fresh: bool = True) -> dict[str, Any]:
             "quarantined": report.quarantined}
 
 
-_TEXT_COUNTER = r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*:[\s.]*(-?\d+)\s*$"
+#: A line of tool text as the reference reads it: a name (anything not starting with ``#``),
+#: separators (spaces, ``:``, ``.``, ``-``) and a number at the end. It reads ethtool's
+#: ``name: value``, perfquery's ``Name:....value``, sysfs's ``path:value``, Prometheus
+#: exposition's ``name{labels} value`` and the OCP log's ``Name - ... value`` alike; until
+#: session 16 it read the first two only, and made no rows of the others (their reference
+#: seconds were a split and a failed regex per line).
+_TEXT_COUNTER = r"^\s*([^#\s].*?)[\s:.\-]+(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*$"
 
 
 def stage_reference_ingest(files: list[Path], out: Path) -> dict[str, Any]:
