@@ -213,7 +213,7 @@ def bare_lines(files: list[Path]) -> tuple[float, int]:
 
 
 def ours(raw: Path, lake: Path) -> dict[str, Any]:
-    """``ingest`` of ``raw`` into a fresh ``lake``: seconds, rows, rejects, bad files. The
+    """``ingest`` of ``raw`` into an empty ``lake``: seconds, rows, rejects, bad files. The
     modules ingest imports on first use (every parser, the lake's writers) are imported before
     the clock starts, as the bare reads' polars is: a day's ingest pays them once, not per
     format (about 0.8 CPU s, half of a small format's figure). So is the lake's creation (its

@@ -154,9 +154,8 @@ def rows() -> list[Row]:
     why_nightly = WHY["nightly"] + ("".join(f" {k} {v:g} s," for k, v in steps.items())
                                     .rstrip(",") if steps else " not recorded")
     lag = _stage(results, "bare lag() pass")
-    lag_s = (f"the same run's bare lag() pass {lag['seconds']:.1f} s, how fast the machine is "
-             "(14.7 s in session 15's run: nightly 89.5 s, attribution 15.7 s)"
-             if lag.get("seconds") else "")
+    lag_s = (f"the same run's bare lag() pass {lag['seconds']:.1f} s: how fast the machine is "
+             "(earlier runs' passes: docs/scale.md)" if lag.get("seconds") else "")
     out.append(Row("512-node nightly flow <= 90 s (default cap)", nightly.get("seconds"), 90.0,
                    " s", why_nightly, r_src, context=lag_s))
     out.append(Row("512-node nightly flow peak RSS <= 2 GiB", nightly.get("rss_mb"), 2048.0,
