@@ -40,3 +40,14 @@ set variable max_field_chars = 256;
 -- longer than max_field_chars (greatest skips nulls; a list and a lambda per row cost 4x more).
 create or replace macro ids_over_limit(longest) as
     coalesce(longest, 0) > getvariable('max_field_chars');
+
+-- interval_seconds(interval_us): microseconds between two samples as seconds, as epoch(ts -
+-- prev_ts) gives it (whole days, then the rest) without building the interval, which costs 25x
+-- more (0.5 s of CPU per 2 M samples). One formula for stg_counter_deltas and the materialised
+-- derived_counter_deltas (which stores interval_us), so both give the same doubles.
+create or replace macro interval_seconds(interval_us) as
+    (interval_us // 86400000000) * 86400 + (interval_us % 86400000000) / 1000000.0;
+-- counter_rate(delta, interval_us): a counter's rate per second over its interval (null for a
+-- zero interval), for the same two readers.
+create or replace macro counter_rate(delta, interval_us) as
+    delta / nullif(interval_seconds(interval_us), 0);

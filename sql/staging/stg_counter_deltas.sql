@@ -282,13 +282,11 @@ deltas as (
     from kinds_of_drop
 ),
 
--- interval_s as epoch(ts - prev_ts) gives it (whole days, then the rest), without building the
--- interval: that costs 25x more (0.5 s of CPU per 2 M samples).
+-- interval_s: interval_seconds (sql/session.sql), the formula derived_counter_deltas reads too.
 intervals as (
     select
         *,
-        (interval_us // 86400000000) * 86400 + (interval_us % 86400000000) / 1000000.0
-            as interval_s,
+        interval_seconds(interval_us) as interval_s,
     from deltas
 ),
 
@@ -301,11 +299,12 @@ final as (
         value,
         prev_value,
         delta,
-        delta / nullif(interval_s, 0) as rate_per_s,
+        counter_rate(delta, interval_us) as rate_per_s,
         reset,
         wrapped,
         saturated,
         invalid,
+        interval_us,  -- what ckptwatch.lake.derived stores in place of prev_ts and interval_s
     from intervals
     where not is_carry
 )

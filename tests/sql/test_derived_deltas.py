@@ -159,6 +159,53 @@ def test_a_view_build_without_derived_days_still_computes(tmp_path: Path) -> Non
     assert read.height == 0  # nothing materialised: the flag alone must not be trusted
 
 
+def test_a_lake_of_the_previous_layout_reads_then_rebuilds(three_days: Path) -> None:
+    """A lake whose derived days an older version stored (prev_ts, interval_s and rate_per_s
+    per sample): its schema part is rewritten when a connection opens the lake, its days are
+    stale (computed, never read) until a refresh stores them again."""
+    derived.refresh(three_days)
+    lake = Lake(three_days)
+    old = pa.schema([f for f in derived.SCHEMA if f.name not in (
+        "source_table", "host", "device", "port", "pool", "counter")])
+    stub = derived.derived_dir(lake) / derived.DELTAS / "date=1970-01-01" / "part-schema.parquet"
+    pq.write_table(old.empty_table(), stub)
+    manifest = derived.derived_dir(lake) / derived.MANIFEST
+    manifest.write_text('{"2026-11-27": "layout 2", "2026-11-28": "x", "2026-11-29": "y"}')
+    computed, read = computed_and_derived(three_days, None)  # binds: the stub is rewritten
+    assert pq.read_schema(stub).names == derived.DELTAS_SCHEMA.names
+    assert not derived.is_fresh(three_days)
+    assert derived.refresh(three_days).built == DAYS
+    again, read = computed_and_derived(three_days, None)
+    assert_same_rows(computed, again)
+    assert_same_rows(computed, read)
+
+
+def test_stored_intervals_give_the_computed_times_and_rates(tmp_path: Path) -> None:
+    """prev_ts, interval_s and rate_per_s are computed from the stored interval_us: the same
+    values to the microsecond and the last bit, over sub-second and multi-day intervals, in a
+    lake whose path has a quote (the parts are written by a COPY with the path as a literal)."""
+    root = tmp_path / "ops' lake"
+    Lake(root).init()
+    t0 = datetime(2026, 11, 27, 0, 0, 0, 123_457, tzinfo=UTC)
+    rows = [{**sample(DAYS[0], 0, v), "ts": t0 + dt} for v, dt in (
+        (1.0, timedelta(0)), (4.5, timedelta(microseconds=333_333)),
+        (9.0, timedelta(seconds=7, microseconds=1)), (20.0, timedelta(days=2, seconds=3.5)))]
+    by_day: dict[date, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_day.setdefault(row["ts"].date(), []).append(row)
+    for day, day_rows in by_day.items():
+        write_part(root, "fabric_counters", day, day_rows, f"p{day.day}")
+    assert derived.refresh(root).built
+    computed, read = computed_and_derived(root, None)
+    assert_same_rows(computed, read)
+    steps = [(b["ts"] - a["ts"]).total_seconds() for a, b in zip(rows, rows[1:], strict=False)]
+    assert read["interval_s"].to_list()[1:] == pytest.approx(steps, rel=1e-15)
+    assert read["rate_per_s"].to_list()[1:] == pytest.approx(
+        [(b["value"] - a["value"]) / dt for a, b, dt in zip(rows, rows[1:], steps,
+                                                            strict=False)], rel=1e-12)
+    assert read["prev_ts"].to_list()[1:] == [r["ts"] for r in rows[:-1]]
+
+
 values = st.one_of(st.floats(0, 1e6).map(round), st.just(IB32_MAX), st.just(-1.0))
 day_series = st.lists(st.lists(values, max_size=4), min_size=3, max_size=3)
 

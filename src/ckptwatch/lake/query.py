@@ -137,9 +137,10 @@ def _closure(catalog: _Catalog, needed: set[str], provided: set[str] | None = No
     return keep
 
 
-def _setting(value: str) -> str:
-    """A value for ``SET name = '…'`` (settings take no parameters): quotes doubled."""
-    return value.replace("'", "''")
+def sql_string(value: str) -> str:
+    """``value`` as a SQL string literal, quotes doubled: for what takes no parameter
+    (``SET name = …``, ``COPY … TO …``)."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _strip_comments(sql: str) -> str:
@@ -187,8 +188,8 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     if limit:
         spill = Path(tempfile.gettempdir()) / "ckptwatch-duckdb"
         try:
-            con.execute(f"SET memory_limit = '{_setting(limit)}'").fetchall()
-            con.execute(f"SET temp_directory = '{_setting(str(spill))}'").fetchall()
+            con.execute(f"SET memory_limit = {sql_string(limit)}").fetchall()
+            con.execute(f"SET temp_directory = {sql_string(str(spill))}").fetchall()
         except duckdb.Error as exc:
             raise QueryError(f"DuckDB memory limit {limit!r} (--duckdb-memory or "
                              f"CKPTWATCH_DUCKDB_MEMORY={limit!r}): {exc} (use e.g. 3GB)") from exc
