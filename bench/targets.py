@@ -39,9 +39,10 @@ WHY = {
            "largest are smartctl JSON, OCP log text and node_exporter ethtool scrapes",
     "nightly": "the ingest (36 M fabric and 14 M SMART rows of tool output, parsed by 2 worker "
                "processes on 2 cores; 48-60 s in three runs of session 15, 87 s on session "
-               "16's slower machine) is half "
-               "of it; the derived deltas refresh (a lag() pass and ~6 s of zstd for its 45 M "
-               "rows) a fifth; attribution "
+               "16's and 17's slower machine, 61 s in one run of session 17) is half "
+               "of it; the derived deltas refresh (the window of a lag() pass over 27 batches "
+               "of ~2 M samples, and the Parquet encoding of its 45 M rows: 5.3 s since "
+               "session 17 stores 10 columns, 9.9 s for the 12 before) a fifth; attribution "
                "(every checkpoint's pause levels on every host, the per-series medians) and "
                "Prefect's start most of the rest; its steps:",
     "nightly-rss": "the stalls step's DuckDB (until session 14 the SMART dedup of every gauge "
