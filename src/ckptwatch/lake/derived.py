@@ -46,6 +46,7 @@ from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq  # loaded already: ckptwatch.lake.store writes every part with it
 
 from ckptwatch.errors import LakeError
 from ckptwatch.lake.store import (
@@ -119,11 +120,12 @@ _BATCH_DELTAS_SQL = f"""
     {_DAY_SAMPLES}
     select {", ".join(DELTAS_SCHEMA.names)} from counter_deltas_by_series('samples')
 """
-#: A batch's table written as a part: zstd, and no dictionary attempted (``dictionary_size_limit``
-#: 1 byte: every column is floats, timestamps or an id per series, which a dictionary never
-#: shrinks; trying one was a fifth of the write). ``{src}``: a temp table's name; ``{dst}``: a
-#: path as a quoted literal (COPY takes no parameter for it).
-_WRITE_SQL = "copy {src} to {dst} (format parquet, compression zstd, dictionary_size_limit 1)"
+#: A batch's rows written as its ``counter_deltas`` part: zstd, no dictionary attempted
+#: (``dictionary_size_limit`` 1 byte: every column is floats, timestamps or an id per series,
+#: which a dictionary never shrinks; trying one was a fifth of the write). ``{dst}``: the path
+#: as a quoted literal (COPY takes no parameter for it).
+_WRITE_DELTAS_SQL = ("copy derived_batch to {dst} "
+                     "(format parquet, compression zstd, dictionary_size_limit 1)")
 #: A batch's series (``counter_series``): one row per series_id.
 _BATCH_SERIES_SQL = f"""
     create or replace temp table derived_batch_series as
@@ -195,8 +197,6 @@ def _has_schema(path: Path, schema: pa.Schema) -> bool:
     order). A schema part of another layout (an older version's) is rewritten: the view reads
     the parts without ``union_by_name``, so its columns come from that part, and the days of
     another layout are stale (never read) until the next refresh rebuilds them."""
-    import pyarrow.parquet as pq
-
     try:
         found = pq.read_schema(path)
     except (OSError, pa.ArrowException):
@@ -348,8 +348,6 @@ def _host_range(path: Path, column: str) -> tuple[int, tuple[str, str] | None]:
     """A part's rows and the range of its ``column`` from the Parquet footer (no data read);
     ``None`` when the footer cannot bound it (no statistics, nulls): the part then shares a
     batch with every other part of its table."""
-    import pyarrow.parquet as pq
-
     try:
         meta = pq.ParquetFile(path).metadata
     except (OSError, pa.ArrowException) as exc:
@@ -477,7 +475,7 @@ def _build_day(lake: Lake, day: date, previous: date | None,
                 con.execute(_BATCH_DELTAS_SQL)
                 con.execute(_BATCH_SERIES_SQL)
                 out = tmps[DELTAS] / f"part-{i:04d}.parquet"
-                con.execute(_WRITE_SQL.format(src="derived_batch", dst=sql_string(str(out))))
+                con.execute(_WRITE_DELTAS_SQL.format(dst=sql_string(str(out))))
                 written.append(out)
                 out = tmps[SERIES] / f"part-{i:04d}.parquet"
                 con.table("derived_batch_series").write_parquet(str(out), compression="zstd")
