@@ -421,3 +421,120 @@ def test_the_array_check_reads_the_first_byte_as_lstrip_would(data: bytes) -> No
     from ckptwatch.sources.tabular import _opens_array
 
     assert _opens_array(data) == (data.lstrip()[:1] == b"[")
+
+
+# -- the sampled JSON Lines read (tabular._sampled_ndjson) ----------------------------------
+# What a line may hold: its keys (a few common, a few rare ones that a sample can miss), each
+# value of any JSON kind, spelled compactly or not; strings with the bytes the counting
+# relies on (quotes escaped, colons, braces, "null", white space).
+_KEYS = st.sampled_from(["job_id", "step", "rank", "node", "start_time", "x", "X ", "late"])
+#: Values the sampled read can count: numbers, booleans, text without a backslash or "null"
+#: (a text with a brace or a bracket it declines).
+_CLEAN = st.one_of(st.integers(-10, 10), st.floats(-1e6, 1e6), st.booleans(),
+                   st.sampled_from(["n1", "", "a:b", "{", "[1]", " x ", "é", "1", "true"]))
+#: Values it must decline (or the full read refuses): nulls, integers past 64 bits, escapes,
+#: "null" in a text, nested values.
+_ODD = st.one_of(st.none(), st.integers(2**62, 2**65),
+                 st.sampled_from(['q"uote', "back\\slash", "null", "nullable", "\n"]),
+                 st.just({"nested": 1}), st.just([1, 2]))
+
+#: How a line separates its items and keys: compact, or with white space (before a colon too).
+_SPACING = st.sampled_from([(",", ":"), (", ", ": "), (",", " : "), (" ,", ":")])
+
+
+@st.composite
+def _ndjson(draw: st.DrawFn) -> bytes:
+    """JSON Lines of 6-40 objects: most lines share a few keys and kinds of value; any line
+    may add another key, give a value of another kind (rarely one of ``_ODD``), or spell the
+    line with other white space."""
+    n = draw(st.integers(6, 40))
+    common = draw(st.lists(_KEYS, min_size=1, max_size=4, unique=True))
+    kinds = {k: draw(_CLEAN) for k in common}
+    odd = draw(st.sampled_from([0, 0, 2, 10, 40]))  # a line's chance of each oddity, in 400
+    out = []
+
+    def rare(times: int = 1) -> bool:
+        return draw(st.integers(0, 399)) < odd * times
+
+    for _ in range(n):
+        row = {k: (draw(_ODD) if rare() else draw(_CLEAN) if rare(3) else kinds[k])
+               for k in common}
+        if rare(3):
+            row[draw(_KEYS)] = draw(_CLEAN)
+        seps = draw(_SPACING) if rare() else (",", ":")
+        line = json.dumps(row, separators=seps, ensure_ascii=rare())
+        if rare():  # the first key again
+            first = line[1:line.index(seps[0]) if seps[0] in line else -1]
+            line = line[:-1] + seps[0] + first + "}"
+        out.append(line)
+    return ("\n".join(out) + draw(st.sampled_from(["", "\n"]))).encode()
+
+
+def _full_ndjson(data: bytes) -> pl.DataFrame | None:
+    try:
+        return pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+    except Exception:  # noqa: BLE001 - the full read refuses it: the careful reader reads it
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ndjson())
+def test_the_sampled_read_is_the_full_read_or_declines(data: bytes) -> None:
+    """Whatever the lines (keys the sample misses, values of another kind after it, nulls,
+    escapes, white space before a colon, nested values, a repeated key), the sampled read
+    gives the full read's frame (its columns in any order) or declines."""
+    from ckptwatch.sources import tabular
+
+    fast = tabular._sampled_ndjson(data, 4)  # two head lines, two spread: most lines unseen
+    if fast is None:
+        return
+    full = _full_ndjson(data)
+    assert full is not None
+    assert dict(fast.schema) == dict(full.schema)
+    assert fast.select(full.columns).equals(full)
+
+
+def test_the_sampled_read_takes_a_checkpoint_file_that_opens_with_markers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorder's file: every rank's start marker first (no end_time, bytes or phases), then
+    the finished records; the sample's spread lines bring their columns. The read is the full
+    one, with the columns in the full read's order, and load_jsonl's frame is the same."""
+    from ckptwatch.sources import tabular
+
+    marker = {"job_id": "j", "step": 1, "node": "n", "tier": "pool", "start_time": 1.5,
+              "status": "started"}
+    done = {**marker, "end_time": 4.25, "bytes": 1 << 30, "write_s": 2.0, "status": "ok"}
+    rows = [{**marker, "rank": r} for r in range(64)] + [{**done, "rank": r} for r in range(64)]
+    data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+    monkeypatch.setattr(tabular, "SAMPLE_LINES", 8)  # the head: markers only
+    fast = tabular._sampled_ndjson(data)
+    full = _full_ndjson(data)
+    assert fast is not None and full is not None
+    assert dict(fast.schema) == dict(full.schema)
+    assert fast.select(full.columns).equals(full)
+    sampled = load_jsonl(data, "checkpoint_writes")
+    monkeypatch.setattr(tabular, "SAMPLE_LINES", 10_000)  # the full read
+    whole = load_jsonl(data, "checkpoint_writes")
+    assert sampled.df.select(whole.df.columns).equals(whole.df)
+
+
+@pytest.mark.parametrize(("late", "why"), [
+    ('{"job_id":"j","rank":9,"extra":1}', "a key no sampled line has"),
+    ('{"job_id":"j","rank":null}', "a null"),
+    ('{"job_id":"j\\"","rank":9}', "an escape"),
+    ('{"job_id" :"j","rank":9}', "white space before a colon"),
+    ('{"job_id":"j","rank":9,"rank":10}', "a repeated key"),
+    ('{"job_id":{"a":1},"rank":9}', "a nested value in a text column"),
+    ('{"job_id":"j","rank":9.5}', "a float in an integer column"),
+])
+def test_the_sampled_read_declines_what_it_cannot_count(late: str, why: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ckptwatch.sources import tabular
+
+    monkeypatch.setattr(tabular, "SAMPLE_LINES", 2)  # one head line, one spread line
+    lines = [json.dumps({"job_id": "j", "rank": r}, separators=(",", ":")) for r in range(40)]
+    lines[7] = late  # neither the head nor (with 40 lines) a spread line
+    data = ("\n".join(lines) + "\n").encode()
+    # the sample does not hold the line (else the sampled types would, not the counting)
+    assert late.encode() not in tabular._sample(data, tabular.SAMPLE_LINES), why
+    assert tabular._sampled_ndjson(data) is None, why
