@@ -237,6 +237,15 @@ def float_series(s: pl.Series) -> tuple[pl.Series, pl.Series]:
     return value.alias(s.name), (present & ~ok).alias(s.name)
 
 
+def read_in_steps(source: pl.DataType, dtype: pl.DataType) -> bool:
+    """Whether ``coerce_series`` reads a ``source`` column as ``dtype`` in steps (timestamps,
+    numbers from text: each costly reading only where a cheaper one did not read the value);
+    otherwise it is ``typed_coerce_expr``, one expression, which a caller can evaluate with
+    other columns' in one pass."""
+    return isinstance(dtype, pl.Datetime) or (
+        source == pl.String and dtype in (pl.Int64, pl.Int32, pl.Float64))
+
+
 def coerce_series(s: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
     """``coerce_expr`` on a Series (values, and flags: present but unreadable), each column
     read once and the costly readings run only where a cheaper one did not read the value."""
@@ -246,6 +255,7 @@ def coerce_series(s: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Serie
         return int_series(s, dtype)
     if s.dtype == pl.String and dtype == pl.Float64:
         return float_series(s)
+    assert not read_in_steps(s.dtype, dtype)
     value, bad = typed_coerce_expr(s.name, dtype, s.dtype)
     out = s.to_frame().select(value.alias("v"), bad.alias("b"))
     return out["v"].alias(s.name), out["b"].alias(s.name)

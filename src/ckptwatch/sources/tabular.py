@@ -48,7 +48,13 @@ from ckptwatch.sources.base import (
     load_json,
     safe_text,
 )
-from ckptwatch.sources.coerce import coerce_series, int_bounds, integral_expr
+from ckptwatch.sources.coerce import (
+    coerce_series,
+    int_bounds,
+    integral_expr,
+    read_in_steps,
+    typed_coerce_expr,
+)
 
 LINE = "__line"
 RAW = "__raw"
@@ -619,9 +625,10 @@ def _type_frame(frame: Frame, table: str, seen: _FileSeen, rejects: Rejects, *,
         finished records only."""
         return pl.lit(True) if col in shared else ~pl.col(MARKER)
 
-    # Each column is coerced once (value ``__v<i>``, flag ``__b<i>``: present but unreadable);
-    # reasons are spelled out only for the rows that are rejected.
-    coerced: list[pl.Series] = []
+    # Each column is coerced once (value ``__v<i>``, flag ``__b<i>``: present but unreadable):
+    # in steps on its own (``read_in_steps``), else by its expression, all of those in one
+    # pass; reasons are spelled out only for the rows that are rejected.
+    coerced: list[pl.Series | pl.Expr] = []
     values: list[pl.Expr] = []
     # (column index, canonical name, name in the file, what it must be, canonical type)
     reasons: list[tuple[int, str, str, str, pl.DataType]] = []
@@ -629,7 +636,9 @@ def _type_frame(frame: Frame, table: str, seen: _FileSeen, rejects: Rejects, *,
         if col not in df.columns:
             values.append(pl.lit(None, dtype=dtype).alias(col))
             continue
-        val, bad = coerce_series(df[col], dtype)
+        source = df.schema[col]
+        val, bad = coerce_series(df[col], dtype) if read_in_steps(source, dtype) \
+            else typed_coerce_expr(col, dtype, source)
         coerced += [val.alias(f"__v{i}"), bad.alias(f"__b{i}")]
         values.append(pl.col(f"__v{i}").alias(col))
         kind = (f"a timestamp (ISO-8601 or epoch seconds, years {INGEST.min_year}-"
@@ -646,13 +655,23 @@ def _type_frame(frame: Frame, table: str, seen: _FileSeen, rejects: Rejects, *,
         typed = typed.with_columns(pl.col("status").fill_null("ok").str.to_lowercase(),
                                    pl.col("tier").str.to_lowercase())
     flags = {i: pl.col(f"__b{i}").fill_null(False) & applies(col) for i, col, *_ in reasons}
-    unreadable = pl.any_horizontal(list(flags.values())) if flags else pl.lit(False)
+    # computed once, as a column: every "missing" check reads it
+    typed = typed.with_columns((pl.any_horizontal(list(flags.values())) if flags
+                                else pl.lit(False)).alias("__unreadable"))
+    unreadable = pl.col("__unreadable")
     checks: list[tuple[pl.Expr, str | pl.Expr]] = [
         (pl.col(col).is_null() & ~unreadable & applies(col), f"missing {col}")
         for col in sorted(required)]
     checks += [(bad.fill_null(False), reason) for bad, reason in _row_checks(table)]
-    checks += field_limit_checks([c for c, t in readable.items() if t == pl.String],
-                                 active_ingest().max_field_chars)
+    # A text column whose longest value has no more bytes than the limit has no value over it
+    # (a character is at least a byte): its check is left out (one pass over the lengths,
+    # which Arrow keeps, instead of counting every value's characters).
+    limit = active_ingest().max_field_chars
+    text_columns = [c for c, t in readable.items() if t == pl.String]
+    longest = typed.select(pl.col(c).str.len_bytes().max() for c in text_columns).row(0) \
+        if text_columns else ()
+    checks += field_limit_checks([c for c, n in zip(text_columns, longest, strict=True)
+                                  if n is not None and n > limit], limit)
     flagged = pl.any_horizontal([unreadable, *(c for c, _ in checks)])
     typed = typed.with_columns(flagged.alias("__bad"))
     bad_rows = typed.filter(pl.col("__bad"))
