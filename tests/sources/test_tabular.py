@@ -428,14 +428,14 @@ def test_the_array_check_reads_the_first_byte_as_lstrip_would(data: bytes) -> No
 # value of any JSON kind, spelled compactly or not; strings with the bytes the counting
 # relies on (quotes escaped, colons, braces, "null", white space).
 _KEYS = st.sampled_from(["job_id", "step", "rank", "node", "start_time", "x", "X ", "late"])
-#: Values the sampled read can count: numbers, booleans, text without a backslash or "null"
-#: (a text with a brace or a bracket it declines).
-_CLEAN = st.one_of(st.integers(-10, 10), st.floats(-1e6, 1e6), st.booleans(),
-                   st.sampled_from(["n1", "", "a:b", "{", "[1]", " x ", "é", "1", "true"]))
-#: Values it must decline (or the full read refuses): nulls, integers past 64 bits, escapes,
-#: "null" in a text, nested values.
-_ODD = st.one_of(st.none(), st.integers(2**62, 2**65),
-                 st.sampled_from(['q"uote', "back\\slash", "null", "nullable", "\n"]),
+#: Values the sampled read can count: numbers, booleans, nulls, text without a backslash
+#: (braces and brackets in a text included).
+_CLEAN = st.one_of(st.integers(-10, 10), st.floats(-1e6, 1e6), st.booleans(), st.none(),
+                   st.sampled_from(["n1", "", "a:b", "{", "[1]", " x ", "é", "1", "true",
+                                    "null", "nullable"]))
+#: Values it must decline (or the full read refuses): integers past 64 bits, escapes, nested
+#: values.
+_ODD = st.one_of(st.integers(2**62, 2**65), st.sampled_from(['q"uote', "back\\slash", "\n"]),
                  st.just({"nested": 1}), st.just([1, 2]))
 
 #: How a line separates its items and keys: compact, or with white space (before a colon too).
@@ -518,23 +518,56 @@ def test_the_sampled_read_takes_a_checkpoint_file_that_opens_with_markers(
     assert sampled.df.select(whole.df.columns).equals(whole.df)
 
 
+def _with_late_line(late: str) -> bytes:
+    """40 records, line 8 replaced by ``late``: in neither half of a 2-line sample."""
+    from ckptwatch.sources import tabular
+
+    lines = [json.dumps({"job_id": "j", "rank": r}, separators=(",", ":")) for r in range(40)]
+    lines[7] = late
+    data = ("\n".join(lines) + "\n").encode()
+    assert late.encode() not in tabular._sample(data, 2)
+    return data
+
+
 @pytest.mark.parametrize(("late", "why"), [
     ('{"job_id":"j","rank":9,"extra":1}', "a key no sampled line has"),
-    ('{"job_id":"j","rank":null}', "a null"),
+    ('{"job_id":"j","rank":9,"extra":null}', "a key no sampled line has, null"),
     ('{"job_id":"j\\"","rank":9}', "an escape"),
     ('{"job_id" :"j","rank":9}', "white space before a colon"),
-    ('{"job_id":"j","rank":9,"rank":10}', "a repeated key"),
     ('{"job_id":{"a":1},"rank":9}', "a nested value in a text column"),
     ('{"job_id":"j","rank":9.5}', "a float in an integer column"),
 ])
-def test_the_sampled_read_declines_what_it_cannot_count(late: str, why: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sampled_read_declines_what_it_cannot_count(late: str, why: str) -> None:
     from ckptwatch.sources import tabular
 
-    monkeypatch.setattr(tabular, "SAMPLE_LINES", 2)  # one head line, one spread line
-    lines = [json.dumps({"job_id": "j", "rank": r}, separators=(",", ":")) for r in range(40)]
-    lines[7] = late  # neither the head nor (with 40 lines) a spread line
+    assert tabular._sampled_ndjson(_with_late_line(late), 2) is None, why
+
+
+def test_a_column_the_sample_saw_only_null_then_filled_takes_the_full_read() -> None:
+    from ckptwatch.sources import tabular
+
+    lines = [json.dumps({"job_id": "j", "rank": r, "target": None}, separators=(",", ":"))
+             for r in range(40)]
+    lines[7] = '{"job_id":"j","rank":7,"target":"pool0-tgt07"}'
     data = ("\n".join(lines) + "\n").encode()
-    # the sample does not hold the line (else the sampled types would, not the counting)
-    assert late.encode() not in tabular._sample(data, tabular.SAMPLE_LINES), why
-    assert tabular._sampled_ndjson(data) is None, why
+    assert lines[7].encode() not in tabular._sample(data, 2)
+    assert tabular._sampled_ndjson(data, 2) is None  # polars refuses the sampled Null type
+    assert tabular._jsonl_at_once(data) is not None  # the full read takes it
+
+
+@pytest.mark.parametrize(("late", "why"), [
+    ('{"job_id":"j","rank":null}', "a null"),
+    ('{"job_id":"j"}', "a key left out"),
+    ('{"job_id":"j","rank":9,"rank":10}', "a repeated key"),
+    ('{"job_id": "j", "rank": 9}', "white space after a colon and a comma"),
+    ('{"job_id":":null","rank":9}', "a text that opens with a colon and spells null"),
+])
+def test_the_sampled_read_reads_what_the_full_read_reads(late: str, why: str) -> None:
+    """Nulls, absent keys, a repeated key (read as polars' full read reads it) and spacing
+    that keeps a key's colon next to its quote take the sampled read, with the same frame."""
+    from ckptwatch.sources import tabular
+
+    data = _with_late_line(late)
+    fast, full = tabular._sampled_ndjson(data, 2), _full_ndjson(data)
+    assert fast is not None and full is not None, why
+    assert dict(fast.schema) == dict(full.schema) and fast.select(full.columns).equals(full)

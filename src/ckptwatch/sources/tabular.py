@@ -248,30 +248,17 @@ def _sampled_ndjson(data: bytes, sample_lines: int | None = None) -> pl.DataFram
     """``data`` read as JSON Lines with the column types inferred from a sample of its lines
     (``_sample``), when that is provably the frame that inferring them from every line gives
     (which is ~3/4 of that read: 94 of 120 ms for 8 MB of checkpoint records), but for the
-    order of its columns; else None. Read with given types, polars leaves out, silently, a key
-    that they lack; and raises where a value does not fit them (a float or text in an integer
-    column, text in a number column), which the caller's full read then settles. The values
-    it converts (a number or a boolean in a text column, an integer in a float column) it
-    converts as the full read does, whose type for that column is then the same. So the frame
-    is the full read's when every key of every line is a column, once a line, and no value is
-    nested; which is counted here:
-
-    - no backslash: no string holds an escape, so a string is the bytes between two quotes,
-      and the data's quotes alternate, opening and closing;
-    - no ``null``: a key whose value is null could not be told from an absent key below;
-    - no closing quote before white space: a key's closing quote is followed by its colon
-      (a value's by a comma or a brace), so the keys of the data are the closing quotes
-      followed by a colon;
-    - the values read (cells not null): one per key of a line that is a column; as many as
-      the keys of the data only when no key was left out and no line repeats one;
-    - no ``[`` and one ``{`` a line: no value is nested (a nested value in a text column
-      would be its text here, where the full read gives up); a text with a bracket or a brace
-      declines too.
-
-    Columns whose names differ only in case or surrounding spaces (``_rename`` would pick one
-    by their order) also give None. Any other data: None, and the full read as before.
-    ``sample_lines``: the sample's size (default ``SAMPLE_LINES``)."""
-    if b"\\" in data or b"null" in data or b"[" in data:
+    order of its columns; else None, and the caller's full read as before. Read with given
+    types, polars leaves out, silently, a key that they lack (``_flat_with_keys`` checks that
+    every key of every line is a column); and raises where a value does not fit them (a float
+    or text in an integer column, a value in a column the sample saw only null), which the
+    full read then settles. The values it converts (a number or a boolean in a text column,
+    an integer in a float column) it converts as the full read does, whose type for that
+    column is then the same; a line that repeats a key it reads as the full read does.
+    A nested value (``_flat_with_keys``) gives None, as do columns whose names differ only in
+    case or surrounding spaces (``_rename`` would pick one by their order). ``sample_lines``:
+    the sample's size (default ``SAMPLE_LINES``)."""
+    if b"\\" in data:  # an escape: ``_flat_with_keys`` cannot tell strings from the bytes
         return None
     try:
         sample = io.BytesIO(_sample(data, sample_lines or SAMPLE_LINES))
@@ -280,19 +267,69 @@ def _sampled_ndjson(data: bytes, sample_lines: int | None = None) -> pl.DataFram
     except (Exception, PanicException):  # noqa: BLE001 - a value the sampled types cannot
         return None  # hold (or any other failure): the full read decides
     if len({c.strip().lower() for c in df.columns}) < df.width \
-            or data.count(b"{") != df.height:
+            or not _flat_with_keys(data, df.columns, df.height):
         return None
+    return df
+
+
+def _flat_with_keys(data: bytes, names: Sequence[str], objects: int) -> bool:
+    """Whether JSON Lines ``data`` (``objects`` objects, valid, with no backslash) nests no
+    value and has no key but ``names``, seen from its bytes. With no escape a string is the
+    bytes between two quotes, and the quotes alternate, opening and closing. Nothing is
+    nested when, outside the strings, there is no ``[`` and one ``{`` an object (counted
+    only where the bytes hold a ``[`` or more braces: a text may hold them). A key is a
+    string whose closing quote is followed by a colon (a value's, by a comma or a brace), at
+    once unless white space comes between, which gives False here. A key of up to 8 bytes is
+    compared as one integer (its bytes, with its length above them when it has fewer than 8:
+    no byte of a JSON key is below 0x20, so no 8-byte key reads as a shorter one), a longer
+    one 8 bytes at a time."""
     raw = np.frombuffer(data, dtype=np.uint8)
     quotes = np.flatnonzero(raw == 0x22)
     if quotes.size % 2:
-        return None
+        return False
+    if b"[" in data or data.count(b"{") != objects:
+        opens = np.flatnonzero((raw == 0x7B) | (raw == 0x5B))
+        outside = raw[opens[np.searchsorted(quotes, opens) % 2 == 0]]  # even quotes before
+        if np.count_nonzero(outside == 0x5B) or np.count_nonzero(outside == 0x7B) != objects:
+            return False
     closing = quotes[1::2]
     after = raw[np.minimum(closing + 1, raw.size - 1)]  # the last byte: itself, a quote
     if np.isin(after, _JSON_WHITE).any():
-        return None
-    keys = int(np.count_nonzero(after == 0x3A))
-    read = df.height * df.width - sum(df.null_count().row(0))
-    return df if read == keys else None
+        return False
+    is_key = after == 0x3A
+    start = quotes[0::2][is_key] + 1
+    length = closing[is_key] - start
+    wanted = [name.encode() for name in names]
+    tail = start > raw.size - 8  # a short key at the data's very end: no 8-byte window
+    for at, size in zip(start[tail].tolist(), length[tail].tolist(), strict=True):
+        if data[at:at + size] not in wanted:
+            return False
+    start, length = start[~tail], length[~tail]
+    if not start.size:
+        return True
+    windows = np.lib.stride_tricks.sliding_window_view(raw, 8)
+    short = length <= 8
+    size = length[short].astype(np.uint64)
+    word = windows[start[short]].view("<u8").ravel()
+    mask = (np.uint64(1) << (size * np.uint64(8))) - np.uint64(1)  # shift by 64: not used
+    code = np.where(size == 8, word, (word & mask) | (size << np.uint64(56)))
+    known = [int.from_bytes(n, "little") | (len(n) << 56 if len(n) < 8 else 0)
+             for n in wanted if len(n) <= 8]
+    if not np.isin(code, np.array(known, dtype=np.uint64)).all():
+        return False
+    for size_long in np.unique(length[~short]).tolist():  # 8 bytes at a time
+        at = start[length == size_long]
+        group = [n for n in wanted if len(n) == size_long]
+        match_any = np.zeros(at.size, dtype=bool)
+        for name in group:
+            match = np.ones(at.size, dtype=bool)
+            for o in [*range(0, size_long - 8, 8), size_long - 8]:
+                match &= windows[at + o].view("<u8").ravel() \
+                    == np.uint64(int.from_bytes(name[o:o + 8], "little"))
+            match_any |= match
+        if not match_any.all():
+            return False
+    return True
 
 
 #: Delimiters a CSV header may use, in order of preference when counts tie.
