@@ -249,13 +249,10 @@ def read_in_steps(source: pl.DataType, dtype: pl.DataType) -> bool:
 def coerce_series(s: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
     """``coerce_expr`` on a Series (values, and flags: present but unreadable), each column
     read once and the costly readings run only where a cheaper one did not read the value."""
-    if isinstance(dtype, pl.Datetime):
-        return timestamp_series(s)
-    if s.dtype == pl.String and dtype in (pl.Int64, pl.Int32):
-        return int_series(s, dtype)
-    if s.dtype == pl.String and dtype == pl.Float64:
-        return float_series(s)
-    assert not read_in_steps(s.dtype, dtype)
+    if read_in_steps(s.dtype, dtype):
+        if isinstance(dtype, pl.Datetime):
+            return timestamp_series(s)
+        return float_series(s) if dtype == pl.Float64 else int_series(s, dtype)
     value, bad = typed_coerce_expr(s.name, dtype, s.dtype)
     out = s.to_frame().select(value.alias("v"), bad.alias("b"))
     return out["v"].alias(s.name), out["b"].alias(s.name)
