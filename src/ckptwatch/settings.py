@@ -10,9 +10,11 @@ Which file: ``--config FILE`` (passed here as ``path``), else ``$CKPTWATCH_CONFI
     critical = 0.9
     window = 20                   # trailing checkpoints per job
     horizon_s = 21600             # forecast horizon
+    stale_after_s = 86400         # a job is history after max(this, stale_intervals x its
+    stale_intervals = 3           # checkpoint interval) without a record
 
     [alerts.jobs."llama-70b"]     # per-job overrides: warning, critical, window, horizon_s,
-    critical = 0.85               # tail, enabled
+    critical = 0.85               # tail, enabled, stale_after_s, stale_intervals
 
     [sinks]
     stdout = true
@@ -115,6 +117,15 @@ def display_url(url: str) -> str:
 # -- alert settings ---------------------------------------------------------------------------
 
 
+#: The runbook of each alert: its section of docs/alerts.md in the ckptwatch source tree (set
+#: ``[alerts] runbook_url`` to where your copy of the docs is served).
+RUNBOOK_URL = "docs/alerts.md#{anchor}"
+#: The watcher's Grafana dashboard (deploy/grafana, uid ckptwatch-live) for the alert's job,
+#: relative to Grafana's root (set ``[alerts] dashboard_url`` to the full URL).
+DASHBOARD_URL = "/d/ckptwatch-live/ckptwatch?var-job_id={job_id}&var-tier={tier}"
+URL_FIELDS = ("alertname", "anchor", "job_id", "tier")
+
+
 @dataclass(frozen=True)
 class JobAlertSettings:
     """The alert knobs that apply to one job (global values merged with its overrides)."""
@@ -131,6 +142,17 @@ class JobAlertSettings:
     horizon_s: float = 6 * 3600.0
     #: False: never alert on this job (a firing alert is resolved).
     enabled: bool = True
+    #: Staleness: a job whose newest record is older than its horizon, the larger of this and
+    #: ``stale_intervals`` x its ``checkpoint_interval_s``, is history: its alerts resolve and
+    #: the watcher forgets it. ``stale_intervals = 0``: exactly ``stale_after_s``.
+    stale_after_s: float = 86400.0
+    stale_intervals: float = 3.0
+
+    def stale_horizon_s(self, interval_s: float | None) -> float:
+        """Seconds after its newest record that a job becomes history (see ``stale_after_s``)."""
+        if interval_s is None or not interval_s > 0:
+            return self.stale_after_s
+        return max(self.stale_after_s, self.stale_intervals * interval_s)
 
 
 JOB_KEYS = tuple(f.name for f in fields(JobAlertSettings))
@@ -156,9 +178,11 @@ class AlertSettings:
     #: ``endsAt`` of a firing alert = time sent + this (Alertmanager expires it then unless
     #: re-sent); must exceed ``resend_after_s`` by more than the interval between runs.
     firing_ttl_s: float = 4 * 86400.0
-    #: A job whose last checkpoint is older than this is no longer evaluated and its alert
-    #: resolves; None keeps every job in the lake under watch.
-    stale_after_s: float | None = None
+    #: Where an alert's ``runbook_url`` and ``dashboard_url`` annotations point: templates with
+    #: ``{alertname}``, ``{anchor}`` (the alert's section of docs/alerts.md), ``{job_id}`` and
+    #: ``{tier}`` (URL-quoted); an empty string leaves the annotation out.
+    runbook_url: str = RUNBOOK_URL
+    dashboard_url: str = DASHBOARD_URL
 
     def for_job(self, job_id: str) -> JobAlertSettings:
         """The settings that apply to ``job_id``."""
@@ -290,7 +314,7 @@ class Settings:
 # -- loading ----------------------------------------------------------------------------------
 
 _ALERT_KEYS = {"min_forecast_points", "resolve_margin", "resolve_after", "resend_after_s",
-               "firing_ttl_s", "stale_after_s", "jobs", *JOB_KEYS} - {"enabled"}
+               "firing_ttl_s", "runbook_url", "dashboard_url", "jobs", *JOB_KEYS} - {"enabled"}
 _SINK_KEYS = {"stdout", "jsonl", "webhook_url", "webhook_url_env", "webhook_token",
               "webhook_token_env", "alertmanager_url", "alertmanager_basic_auth",
               "alertmanager_basic_auth_env", "alertmanager_token", "alertmanager_token_env",
@@ -388,6 +412,12 @@ def _job_settings(where: str, table: str, data: Mapping[str, Any],
                                        integer=True))
     if "horizon_s" in data:
         values["horizon_s"] = float(_number(where, table, "horizon_s", data["horizon_s"], lo=0))
+    if "stale_after_s" in data:
+        values["stale_after_s"] = float(_number(where, table, "stale_after_s",
+                                                data["stale_after_s"], lo=0, lo_open=True))
+    if "stale_intervals" in data:
+        values["stale_intervals"] = float(_number(where, table, "stale_intervals",
+                                                  data["stale_intervals"], lo=0))
     if "tail" in data:
         if data["tail"] not in TAIL_STATS:
             raise ConfigError(f"{where}: [{table}] tail must be one of {', '.join(TAIL_STATS)} "
@@ -426,15 +456,27 @@ def _alert_settings(where: str, data: Mapping[str, Any]) -> AlertSettings:
     for key in ("resend_after_s", "firing_ttl_s"):
         if key in data:
             values[key] = float(_number(where, "alerts", key, data[key], lo=0, lo_open=True))
-    if "stale_after_s" in data:
-        values["stale_after_s"] = float(_number(where, "alerts", "stale_after_s",
-                                                data["stale_after_s"], lo=0, lo_open=True))
+    for key in ("runbook_url", "dashboard_url"):
+        if key in data:
+            values[key] = _url_template(where, key, data[key])
     out = AlertSettings(defaults=defaults, jobs=jobs, **values)
     if out.resend_after_s >= out.firing_ttl_s:
         raise ConfigError(f"{where}: [alerts] resend_after_s ({out.resend_after_s:g}) must be "
                           f"below firing_ttl_s ({out.firing_ttl_s:g}), or Alertmanager expires "
                           "firing alerts before they are refreshed")
     return out
+
+
+def _url_template(where: str, key: str, value: Any) -> str:
+    """An annotation URL template: only the placeholders of ``URL_FIELDS``."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: [alerts] {key} must be a string (got {value!r})")
+    try:
+        value.format(**dict.fromkeys(URL_FIELDS, ""))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(f"{where}: [alerts] {key} {value!r}: bad placeholder {exc} (known: "
+                          + ", ".join("{" + f + "}" for f in URL_FIELDS) + ")") from None
+    return value
 
 
 def _secret(where: str, data: Mapping[str, Any], key: str,

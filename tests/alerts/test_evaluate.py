@@ -135,7 +135,11 @@ def test_payload_is_alertmanager_shaped() -> None:
         "100.0", "100.0", "120.0", "20.0")
     assert ann["summary"] == (
         "Checkpoint tail of job j1 (pool) is 100.0 s (max of the last 8 checkpoints), 83% of its "
-        "120.0 s timeout: 20.0 s of headroom left (warning at 84.0 s, critical at 108.0 s).")
+        "120.0 s timeout: 20.0 s of headroom left (warning at 84.0 s, critical at 108.0 s). "
+        "Last checkpoint ended 2026-11-28T01:10:00Z; newest data 50 min old.")
+    assert (ann["last_checkpoint_at"], ann["data_age_s"]) == ("2026-11-28T01:10:00Z", "3000")
+    assert ann["runbook_url"] == "docs/alerts.md#checkpointtailneartimeout"
+    assert ann["dashboard_url"] == "/d/ckptwatch-live/ckptwatch?var-job_id=j1&var-tier=pool"
     assert "top_cause" not in ann
 
 

@@ -34,7 +34,28 @@ def test_disabled_and_stale_jobs_are_skipped_with_the_reason() -> None:
     assert assessed == []
     assert skipped == {
         ("off", "pool"): "alerting is disabled for this job in the settings",
-        ("j1", "pool"): "no checkpoint since 2026-11-28T00:20:00Z (stale_after_s 3600)"}
+        ("j1", "pool"): "stale: no record since 2026-11-28T00:20:00Z (100 min ago; its "
+                        "staleness horizon is 60 min)"}
+
+
+def test_staleness_is_on_by_default_and_scales_with_the_checkpoint_interval() -> None:
+    frame = checkpoints([50.0] * 3)  # the last one ended 2026-11-28T00:20:00Z
+    last = T0 + timedelta(minutes=20)
+    assert len(headroom(frame, JOBS, AlertSettings(), now=last + timedelta(hours=23))[0]) == 1
+    _, skipped = headroom(frame, JOBS, AlertSettings(), now=last + timedelta(hours=25))
+    assert skipped[("j1", "pool")].startswith("stale: no record since 2026-11-28T00:20:00Z")
+    # a checkpoint every 12 h: three intervals (36 h) outlast the day
+    slow = JOBS.with_columns(pl.lit(12 * 3600.0).alias("checkpoint_interval_s"))
+    assert len(headroom(frame, slow, AlertSettings(), now=last + timedelta(hours=35))[0]) == 1
+    assert headroom(frame, slow, AlertSettings(), now=last + timedelta(hours=37))[0] == []
+    # per job: exactly two hours
+    exact = settings_from_dict({"alerts": {"jobs": {"j1": {
+        "stale_after_s": 7200, "stale_intervals": 0}}}}).alerts
+    assert headroom(frame, slow, exact, now=last + timedelta(hours=3))[0] == []
+    # a newer record than the checkpoints (an open checkpoint's) keeps the job current
+    recent = {"j1": (last + timedelta(hours=30)).timestamp()}
+    assert len(headroom(frame, JOBS, AlertSettings(), now=last + timedelta(hours=31),
+                        newest=recent)[0]) == 1
 
 
 def test_a_frame_without_the_window_columns_is_refused() -> None:

@@ -1,7 +1,11 @@
 """The alerts timeout headroom raises: evaluation with hysteresis, and a run over a lake.
 
-One alert (``alertname`` :data:`ALERTNAME`) per job and tier; ``severity`` is one of its labels,
-so a change of severity resolves the old alert and fires the new one. Hysteresis: a firing
+Two alerts per job and tier (:mod:`ckptwatch.alerts.names`): :data:`TAIL_ALERT` (the tail of
+the completed checkpoints) and :data:`INFLIGHT_ALERT` (an open checkpoint's age; ``ckptwatch
+watch``). ``severity`` is one of their labels, so a change of severity resolves the old alert
+and fires the new one. Every alert says when the job's last checkpoint ended and how old its
+newest data is; a job past its staleness horizon is history and its alerts resolve. Hysteresis
+(the tail alert): a firing
 alert is lowered or resolved only when the tail has been below its level minus
 ``resolve_margin`` × timeout (and, for a warning, the forecast no longer warns) for
 ``resolve_after`` consecutive evaluations. A firing alert is sent once, then again only every
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,9 +32,27 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ckptwatch.alerts.forecast import Forecast, iso
-from ckptwatch.alerts.headroom import VIEWS, JobHeadroom, Severity, headroom, load_window
+from ckptwatch.alerts.headroom import (
+    VIEWS,
+    JobHeadroom,
+    Severity,
+    duration_text,
+    headroom,
+    job_intervals,
+    load_window,
+    stale_reason,
+)
 from ckptwatch.alerts.inflight import InFlight
-from ckptwatch.alerts.sinks import Alert, AlertStatus, Sink, build_sinks, deliver
+from ckptwatch.alerts.names import BASIS, INFLIGHT_ALERT, TAIL_ALERT, alert_url
+from ckptwatch.alerts.sinks import (
+    Alert,
+    AlertStatus,
+    Sink,
+    SinkResult,
+    build_sinks,
+    deliver,
+    delivery_summary,
+)
 from ckptwatch.alerts.state import AlertRecord, AlertState, load_state, save_state, state_lock
 from ckptwatch.errors import SinkError
 from ckptwatch.settings import AlertSettings, Settings
@@ -40,7 +62,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ALERTNAME = "CheckpointTailNearTimeout"
+#: The across-checkpoint tail's alert; the in-flight one is :data:`INFLIGHT_ALERT`.
+ALERTNAME = TAIL_ALERT
 SEVERITY_RANK: dict[Severity | None, int] = {None: 0, "warning": 1, "critical": 2}
 
 #: ``{job_id: (step, cause)}``: the worst recent stall of a job and its top attributed cause.
@@ -60,6 +83,42 @@ class Evaluation:
     state: AlertState
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every alert's annotations of one evaluation draw on."""
+
+    now: datetime
+    settings: AlertSettings
+    causes: Causes | None
+    #: (job, tier) -> when its newest completed checkpoint ended.
+    last_checkpoint: Mapping[tuple[str, str], datetime]
+    #: job -> its newest record (a checkpoint's end, an open checkpoint's start or end).
+    newest: Mapping[str, datetime]
+
+    def data_notes(self, key: tuple[str, str]) -> tuple[dict[str, str], str]:
+        """``last_checkpoint_at`` and ``data_age_s`` of a job and tier, and the summary's
+        sentence saying both."""
+        ann: dict[str, str] = {}
+        last = self.last_checkpoint.get(key)
+        if last is not None:
+            ann["last_checkpoint_at"] = iso(last)
+            parts = [f"Last checkpoint ended {iso(last)}"]
+        else:
+            parts = ["No completed checkpoint of it seen"]
+        newest = self.newest.get(key[0])
+        if newest is not None:
+            age = max((self.now - newest).total_seconds(), 0.0)
+            ann["data_age_s"] = f"{age:.0f}"
+            parts.append(f"newest data {duration_text(age)} old")
+        return ann, "; ".join(parts) + "."
+
+    def links(self, alertname: str, key: tuple[str, str]) -> dict[str, str]:
+        """``runbook_url`` and ``dashboard_url`` (those the settings do not leave empty)."""
+        urls = {"runbook_url": self.settings.runbook_url,
+                "dashboard_url": self.settings.dashboard_url}
+        return {k: alert_url(v, alertname, *key) for k, v in urls.items() if v}
+
+
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%"
 
@@ -77,7 +136,7 @@ def _left(h: JobHeadroom) -> str:
     return f"{_s(h.headroom_s)} s of headroom left"
 
 
-def _annotations(h: JobHeadroom, severity: Severity | None, causes: Causes | None,
+def _annotations(h: JobHeadroom, severity: Severity | None, ctx: _Context,
                  resolved: str | None = None) -> dict[str, str]:
     tail = f"{h.tail_s:.1f} s ({h.tail_stat} of the last {h.n_checkpoints} checkpoints)"
     if resolved is not None:
@@ -95,49 +154,58 @@ def _annotations(h: JobHeadroom, severity: Severity | None, causes: Causes | Non
                    f"{_pct(h.tail_s, h.timeout_s)} of its {h.timeout_s:.1f} s timeout: "
                    f"{_left(h)} (warning at {h.warning_s:.1f} s, "
                    f"critical at {h.critical_s:.1f} s).")
+    key = (h.job_id, h.tier)
+    data, when_text = ctx.data_notes(key)
     ann = {
-        "summary": summary,
+        "summary": f"{summary} {when_text}",
         "p50_s": f"{h.p50_s:.1f}", "p99_s": f"{h.p99_s:.1f}", "max_s": f"{h.max_s:.1f}",
         "timeout_s": f"{h.timeout_s:.1f}", "headroom_s": _s(h.headroom_s),
         "warning_s": f"{h.warning_s:.1f}", "critical_s": f"{h.critical_s:.1f}",
         "window": f"{h.n_checkpoints} checkpoints, {iso(h.first_ts)} .. {iso(h.last_ts)}",
         "worst_step": str(h.worst_step),
         "forecast": h.forecast.note,
+        **data, **ctx.links(TAIL_ALERT, key),
     }
     if h.forecast.warning_at is not None:
         ann["forecast_warning_at"] = iso(h.forecast.warning_at)
     if h.forecast.timeout_at is not None:
         ann["forecast_timeout_at"] = iso(h.forecast.timeout_at)
-    if causes and h.job_id in causes:
-        step, cause = causes[h.job_id]
+    if ctx.causes and h.job_id in ctx.causes:
+        step, cause = ctx.causes[h.job_id]
         ann["top_cause"] = f"{cause} (step {step})"
     return ann
 
 
-def _inflight_annotations(f: InFlight, h: JobHeadroom | None, causes: Causes | None,
+def _inflight_annotations(f: InFlight, h: JobHeadroom | None, ctx: _Context,
                           resolved: str | None = None) -> dict[str, str]:
-    """The alert of an open checkpoint: which ranks are open, where, and the time left."""
+    """The alert of an open checkpoint: which ranks are open, where, and the time left (or
+    how far past its timeout it is: timed out)."""
     assert f.timeout_s is not None
     of = f" of {f.n_expected}" if f.n_expected else ""
     open_part = (f"{f.n_open}{of} ranks still open ({f.where()})" if f.n_open != 1 else
                  f"1{of} rank still open ({f.where()})")
     remaining = f.timeout_s - f.age_s
-    until = (f"{_s(remaining)} s until the {f.timeout_s:.1f} s timeout" if remaining > 0.05
-             else f"past the {f.timeout_s:.1f} s timeout by {_s(-remaining)} s")
+    head = f"Checkpoint step {f.step} of job {f.job_id} ({f.tier})"
     if resolved is not None:
-        summary = f"Checkpoint step {f.step} of job {f.job_id} ({f.tier}) {resolved}."
+        summary = f"{head} {resolved}."
+    elif f.timed_out:
+        summary = (f"{head} timed out: open {f.age_s:.0f} s, past its {f.timeout_s:.1f} s "
+                   f"timeout by {_s(-remaining)} s; {open_part}.")
     else:
-        summary = (f"Checkpoint step {f.step} of job {f.job_id} ({f.tier}) has been open "
-                   f"{f.age_s:.0f} s, {_pct(f.age_s, f.timeout_s)} of its timeout: "
-                   f"{open_part}; {until}.")
+        until = (f"{_s(remaining)} s until the {f.timeout_s:.1f} s timeout" if remaining > 0.05
+                 else f"past the {f.timeout_s:.1f} s timeout by {_s(-remaining)} s")
+        summary = (f"{head} has been open {f.age_s:.0f} s, {_pct(f.age_s, f.timeout_s)} of its "
+                   f"timeout: {open_part}; {until}.")
+    data, when_text = ctx.data_notes(f.key)
     ann = {
-        "summary": summary,
+        "summary": f"{summary} {when_text}",
         "step": str(f.step), "inflight_s": f"{f.age_s:.1f}", "timeout_s": f"{f.timeout_s:.1f}",
-        "remaining_s": _s(remaining),
+        "remaining_s": _s(remaining), "timed_out": "true" if f.timed_out else "false",
         "warning_s": f"{f.warning_s:.1f}", "critical_s": f"{f.critical_s:.1f}",
         "started_at": iso(f.started_at),
         "ranks_started": str(f.n_started), "ranks_finished": str(f.n_finished),
         "ranks_open": str(f.n_open), "open_ranks": f.where(),
+        **data, **ctx.links(INFLIGHT_ALERT, f.key),
     }
     if f.evidence:
         ann["evidence"] = f.evidence
@@ -145,8 +213,8 @@ def _inflight_annotations(f: InFlight, h: JobHeadroom | None, causes: Causes | N
         ann["tail"] = (f"{h.tail_s:.1f} s ({h.tail_stat} of the last {h.n_checkpoints} "
                        "completed checkpoints)")
         ann["forecast"] = h.forecast.note
-    if causes and f.job_id in causes:
-        step, cause = causes[f.job_id]
+    if ctx.causes and f.job_id in ctx.causes:
+        step, cause = ctx.causes[f.job_id]
         ann["top_cause"] = f"{cause} (step {step})"
     return ann
 
@@ -158,36 +226,23 @@ def _holds(severity: Severity, h: JobHeadroom, margin_s: float) -> bool:
     return h.tail_s >= h.warning_s - margin_s or h.forecast.warns
 
 
-def _target(h: JobHeadroom | None, f: InFlight | None, rec: AlertRecord | None,
-            settings: AlertSettings, inflight_known: bool = True
-            ) -> tuple[Severity | None, int, str]:
-    """(severity the alert should have now, consecutive-clear count, basis) — with hysteresis
-    for the tail; an open checkpoint's level holds exactly as long as it is open. Without
-    ``inflight_known`` (a run that does not follow open checkpoints: ``ckptwatch alerts``, the
-    nightly run) an in-flight alert is a floor: only the watcher lowers it."""
-    tail = h.severity if h is not None else None
-    age = f.level if f is not None else None
-    raw = age if SEVERITY_RANK[age] > SEVERITY_RANK[tail] else tail
-    basis = "inflight" if age is not None and raw == age else "tail"
+def _tail_target(h: JobHeadroom, rec: AlertRecord | None, settings: AlertSettings
+                 ) -> tuple[Severity | None, int]:
+    """(severity the tail alert should have now, consecutive-clear count), with hysteresis."""
+    raw = h.severity
     cur = rec.severity if rec else None
-    if rec is not None and rec.basis == "inflight" and not inflight_known:
-        if SEVERITY_RANK[tail] >= SEVERITY_RANK[cur]:
-            return tail, 0, "tail"
-        return cur, 0, "inflight"
     if SEVERITY_RANK[raw] >= SEVERITY_RANK[cur]:
-        return raw, 0, basis
+        return raw, 0
     assert rec is not None and cur is not None
-    if rec.basis == "inflight" or h is None:  # the checkpoint completed (or there is no tail)
-        return raw, 0, basis
     margin_s = settings.resolve_margin * h.timeout_s
     levels: tuple[Severity, ...] = ("critical", "warning")
     candidate = next((s for s in levels
                       if SEVERITY_RANK[s] <= SEVERITY_RANK[cur] and _holds(s, h, margin_s)),
                      None)
     if candidate == cur:
-        return cur, 0, rec.basis
+        return cur, 0
     ok = rec.ok_count + 1
-    return (candidate, 0, basis) if ok >= settings.resolve_after else (cur, ok, rec.basis)
+    return (candidate, 0) if ok >= settings.resolve_after else (cur, ok)
 
 
 def _alert(rec: AlertRecord, status: AlertStatus, ends_at: datetime) -> Alert:
@@ -196,12 +251,61 @@ def _alert(rec: AlertRecord, status: AlertStatus, ends_at: datetime) -> Alert:
             "fingerprint": rec.fingerprint}
 
 
-def _notes(h: JobHeadroom | None, f: InFlight | None, basis: str, severity: Severity | None,
-           causes: Causes | None, resolved: str | None = None) -> dict[str, str]:
-    if f is not None and (basis == "inflight" or h is None) and f.timeout_s is not None:
-        return _inflight_annotations(f, h, causes, resolved)
-    assert h is not None
-    return _annotations(h, severity, causes, resolved)
+class _Run:
+    """The due alerts and the firing records of one evaluation, as they are decided."""
+
+    def __init__(self, now: datetime, settings: AlertSettings) -> None:
+        self.now, self.settings = now, settings
+        self.stamp = iso(now)
+        self.ttl = timedelta(seconds=settings.firing_ttl_s)
+        self.firing: dict[str, AlertRecord] = {}
+        self.due: list[Alert] = []
+
+    def send(self, rec: AlertRecord, status: AlertStatus) -> None:
+        self.due.append(_alert(rec, status, self.now + self.ttl if status == "firing"
+                               else self.now))
+        if rec.replaces is not None:  # the name it was last sent under (state version 1)
+            old = AlertRecord(labels=rec.replaces, annotations=rec.annotations,
+                              starts_at=rec.starts_at)
+            self.due.append(_alert(old, "resolved", self.now))
+            rec.replaces = None
+
+    def keep(self, rec: AlertRecord) -> None:
+        self.firing[rec.fingerprint] = rec
+
+    def step(self, slot: tuple[str, str, str], rec: AlertRecord | None,
+             target: Severity | None, ok: int,
+             notes: Callable[[Severity | None, str | None], dict[str, str]],
+             data_at: datetime | None, news: bool = False) -> None:
+        """Fire, hold, re-send or resolve the alert of ``slot``; ``news``: what it says has
+        changed in kind (an open checkpoint reached its timeout): send the update now."""
+        alertname, job_id, tier = slot
+        data = None if data_at is None else iso(data_at)
+        if rec is not None and target == rec.severity:  # still firing, same alert
+            rec.annotations, rec.ok_count, rec.data_at = notes(target, None), ok, data
+            last = datetime.fromisoformat(rec.sent_at) if rec.sent_at else None
+            if (news or last is None
+                    or (self.now - last).total_seconds() >= self.settings.resend_after_s):
+                rec.sent_at = self.stamp
+                self.send(rec, "firing")
+            self.keep(rec)
+            return
+        if rec is not None:  # severity changed or recovered: resolve the old alert
+            why = "has recovered" if target is None else f"is now {target}"
+            rec.annotations = notes(None, why)
+            self.send(rec, "resolved")
+        if target is not None:
+            labels = {"alertname": alertname, "job_id": job_id, "tier": tier,
+                      "severity": target}
+            new = AlertRecord(labels=labels, annotations=notes(target, None),
+                              starts_at=self.stamp, sent_at=self.stamp,
+                              basis=BASIS[alertname], data_at=data)
+            self.send(new, "firing")
+            self.keep(new)
+
+    def resolve(self, rec: AlertRecord, summary: str) -> None:
+        rec.annotations = {**rec.annotations, "summary": summary}
+        self.send(rec, "resolved")
 
 
 def evaluate(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSettings,
@@ -213,76 +317,81 @@ def evaluate(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSetti
     Pure: nothing is read or written. ``state`` is the previous run's (None: first run).
     The returned state assumes the due alerts get sent; the caller adds what a sink missed
     to its ``pending``. ``causes`` (from a :data:`CauseProvider`) adds ``top_cause``.
-    ``inflight`` (``ckptwatch watch``: :func:`ckptwatch.alerts.inflight.assess_inflight`): the
-    oldest open checkpoint per (job, tier); the alert's severity is the higher of its age's
-    level and the tail's, one alert per job and tier either way.
+    ``jobs``: job_id, checkpoint_timeout_s and, optionally, checkpoint_interval_s (the
+    staleness horizon). Two alerts per job and tier: :data:`TAIL_ALERT` from the completed
+    checkpoints' tail (with hysteresis), and with ``inflight`` (``ckptwatch watch``:
+    :func:`ckptwatch.alerts.inflight.assess_inflight`, the oldest open checkpoint per job and
+    tier) :data:`INFLIGHT_ALERT` from its age, held exactly as long as it is open. A run
+    without ``inflight`` leaves the watcher's in-flight alerts as they are, unless their job
+    has gone stale. A job whose newest record is past its staleness horizon is history: its
+    alerts resolve.
     """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     prev = state or AlertState()
-    assessed, skipped = headroom(checkpoints, jobs, settings, now=now)
-    open_now = {k: f for k, f in (inflight or {}).items() if f.timeout_s is not None}
-    tails = {(h.job_id, h.tier): h for h in assessed}
-    by_key = {rec.key: replace(rec) for rec in prev.firing.values()}  # don't mutate the input
-    firing: dict[str, AlertRecord] = {}
-    due: list[Alert] = []
-    ttl = timedelta(seconds=settings.firing_ttl_s)
-    stamp = iso(now)
-
     known = inflight is not None
-    for key in sorted(set(tails) | set(open_now)):
-        h, f = tails.get(key), open_now.get(key)
-        rec = by_key.pop(key, None)
-        target, ok, basis = _target(h, f, rec, settings, known)
-        if rec is not None and target == rec.severity:  # still firing, same alert
-            if known or basis != "inflight":  # else: the watcher's words stand
-                rec.annotations = _notes(h, f, basis, target, causes)
-            rec.ok_count, rec.basis = ok, basis
-            last = datetime.fromisoformat(rec.sent_at) if rec.sent_at else None
-            if last is None or (now - last).total_seconds() >= settings.resend_after_s:
-                rec.sent_at = stamp
-                due.append(_alert(rec, "firing", now + ttl))
-            firing[rec.fingerprint] = rec
-            continue
-        if rec is not None:  # severity changed or recovered: resolve the old alert
-            why = "has recovered" if target is None else f"is now {target}"
-            if rec.basis == "inflight" and f is None:
-                why = "has completed" if target is None else f"has completed; the tail is {target}"
-                if h is not None:
-                    rec.annotations = {**rec.annotations, "summary": (
-                        f"Checkpoint of job {key[0]} ({key[1]}) {why}: "
-                        f"{_annotations(h, None, causes, resolved=why)['summary']}")}
-                else:
-                    rec.annotations = {**rec.annotations, "summary": (
-                        f"Checkpoint step {rec.annotations.get('step', '?')} of job {key[0]} "
-                        f"({key[1]}) {why}.")}
-            else:
-                rec.annotations = _notes(h, f, rec.basis, None, causes, resolved=why)
-            due.append(_alert(rec, "resolved", now))
-        if target is not None:
-            labels = {"alertname": ALERTNAME, "job_id": key[0], "tier": key[1],
-                      "severity": target}
-            new = AlertRecord(labels=labels, annotations=_notes(h, f, basis, target, causes),
-                              starts_at=stamp, sent_at=stamp, basis=basis)
-            due.append(_alert(new, "firing", now + ttl))
-            firing[new.fingerprint] = new
-
-    for key, rec in sorted(by_key.items()):  # firing alerts of jobs no longer assessed
-        if rec.basis == "inflight" and not known:  # only the watcher knows it is over
-            firing[rec.fingerprint] = rec
-            continue
-        if rec.basis == "inflight":
-            reason = (f"checkpoint step {rec.annotations.get('step', '?')} is no longer open "
-                      "(it completed, or the job is gone)")
+    intervals = job_intervals(jobs)
+    ends = (checkpoints.filter(pl.col("end_ts").is_not_null() & pl.col("barrier_s").is_not_null())
+            .group_by("job_id", "tier").agg(pl.col("end_ts").max()))
+    last_checkpoint = {(str(j), str(t)): end for j, t, end in ends.iter_rows()}
+    newest: dict[str, datetime] = {}
+    for (job_id, _), end in last_checkpoint.items():
+        newest[job_id] = max(end, newest.get(job_id, end))
+    open_all = {k: f for k, f in (inflight or {}).items() if f.timeout_s is not None}
+    for f in open_all.values():
+        newest[f.job_id] = max(f.data_at, newest.get(f.job_id, f.data_at))
+    newest_s = {j: t.timestamp() for j, t in newest.items()}
+    assessed, skipped = headroom(checkpoints, jobs, settings, now=now, newest=newest_s)
+    open_now: dict[tuple[str, str], InFlight] = {}
+    for key, f in open_all.items():
+        stale = stale_reason(f.job_id, newest_s[f.job_id], settings, intervals, now)
+        if stale is None:
+            open_now[key] = f
         else:
-            reason = skipped.get(key, "no checkpoints of this job and tier in the lake")
-        rec.annotations = {**rec.annotations,
-                           "summary": f"Alert on job {key[0]} ({key[1]}) resolved: {reason}."}
-        due.append(_alert(rec, "resolved", now))
+            skipped.setdefault(key, stale)
+    tails = {(h.job_id, h.tier): h for h in assessed}
+    ctx = _Context(now, settings, causes, last_checkpoint, newest)
+    by_slot = {rec.slot: replace(rec) for rec in prev.firing.values()}  # don't mutate the input
+    run = _Run(now, settings)
+
+    for key, h in sorted(tails.items()):
+        rec = by_slot.pop((TAIL_ALERT, *key), None)
+        target, ok = _tail_target(h, rec, settings)
+        run.step((TAIL_ALERT, *key), rec, target, ok,
+                 lambda sev, why, h=h: _annotations(h, sev, ctx, why), newest.get(key[0]))
+
+    for key, f in sorted(open_now.items()) if known else ():
+        rec = by_slot.pop((INFLIGHT_ALERT, *key), None)
+        news = (f.timed_out and rec is not None
+                and rec.annotations.get("timed_out") != "true")
+        run.step((INFLIGHT_ALERT, *key), rec, f.level, 0,
+                 lambda sev, why, f=f: _inflight_annotations(f, tails.get(f.key), ctx, why),
+                 newest.get(key[0]), news)
+
+    for (alertname, job_id, tier), rec in sorted(by_slot.items()):  # no longer assessed
+        key = (job_id, tier)
+        seen = [t for t in (newest.get(job_id),
+                            datetime.fromisoformat(rec.data_at) if rec.data_at else None) if t]
+        stale = (stale_reason(job_id, max(seen).timestamp(), settings, intervals, now)
+                 if seen else None)
+        if alertname == INFLIGHT_ALERT:
+            step = rec.annotations.get("step", "?")
+            if stale is not None:
+                run.resolve(rec, f"Checkpoint step {step} of job {job_id} ({tier}) is no "
+                            f"longer followed: {stale}.")
+            elif known:
+                run.resolve(rec, f"Checkpoint step {step} of job {job_id} ({tier}) is no "
+                            "longer open: it has completed, or a later checkpoint of the job "
+                            "started.")
+            else:  # only the watcher knows whether it is still open
+                run.keep(rec)
+            continue
+        reason = skipped.get(key) or stale or "no checkpoints of this job and tier in the lake"
+        run.resolve(rec, f"Alert on job {job_id} ({tier}) resolved: {reason}.")
 
     pending = {sink: dict(alerts) for sink, alerts in prev.pending.items()}
-    new_state = AlertState(firing=firing, pending=pending, evaluated_at=stamp)
-    return Evaluation(jobs=assessed, skipped=skipped, due=due, state=new_state)
+    new_state = AlertState(firing=run.firing, pending=pending, evaluated_at=run.stamp)
+    return Evaluation(jobs=assessed, skipped=skipped, due=run.due, state=new_state)
 
 
 def _crossing_label(f: Forecast) -> str:
@@ -295,7 +404,8 @@ def _crossing_label(f: Forecast) -> str:
 
 def headroom_frame(ev: Evaluation) -> pl.DataFrame:
     """Every assessed job as a table (the CLI's table format)."""
-    severity = {r.key: r.severity for r in ev.state.firing.values()}
+    severity = {r.key: r.severity for r in ev.state.firing.values()
+                if r.alertname == TAIL_ALERT}
     rows = [{
         "job_id": h.job_id, "tier": h.tier, "n": h.n_checkpoints, "p50_s": h.p50_s,
         "p99_s": h.p99_s, "max_s": h.max_s, "timeout_s": h.timeout_s,
@@ -319,6 +429,20 @@ class AlertRun:
     alerts: list[Alert]
     failures: list[SinkError]
     sent: bool
+    #: What each sink took (sent runs only; :func:`ckptwatch.alerts.sinks.delivery_summary`).
+    delivery: list[SinkResult] = field(default_factory=list)
+    #: The names of the sinks the run sends (or, dry, would send) to.
+    sinks: list[str] = field(default_factory=list)
+
+    @property
+    def delivered(self) -> bool:
+        """Sent, and every sink took every alert handed to it."""
+        return self.sent and not self.failures
+
+    def summary(self) -> str:
+        """The round in one line, counted per sink (:func:`delivery_summary`)."""
+        return delivery_summary(len(self.alerts), self.delivery, sent=self.sent,
+                                sinks=self.sinks)
 
 
 def _would_send(due: Sequence[Alert], pending: Mapping[str, Mapping[str, Alert]],
@@ -369,7 +493,8 @@ def run_alerts(lake_root: Path | str, settings: Settings, *, send: bool,
     if not send:
         ev = evaluate(checkpoints, jobs, settings.alerts, load_state(lake_root), now=now,
                       causes=causes)
-        return AlertRun(ev, _would_send(ev.due, ev.state.pending, sinks), [], sent=False)
+        return AlertRun(ev, _would_send(ev.due, ev.state.pending, sinks), [], sent=False,
+                        sinks=[s.name for s in sinks])
     run = send_alerts(lake_root, checkpoints, jobs, settings, sinks, now=now, causes=causes,
                       lock_wait_s=lock_wait_s)
     log.info("alerts: %d job(s) evaluated, %d alert(s) sent, %d sink failure(s)",
@@ -390,4 +515,5 @@ def send_alerts(lake_root: Path | str, checkpoints: pl.DataFrame, jobs: pl.DataF
         delivery = deliver(ev.due, sinks, ev.state.pending)
         ev.state.pending = delivery.pending
         save_state(lake_root, ev.state)
-    return AlertRun(ev, delivery.alerts, delivery.failures, sent=True)
+    return AlertRun(ev, delivery.alerts, delivery.failures, sent=True,
+                    delivery=delivery.results, sinks=[s.name for s in sinks])

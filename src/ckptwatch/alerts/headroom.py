@@ -9,6 +9,10 @@ slowest rank. Per job and tier, over the trailing window of its last ``window`` 
   tail ≥ warning × timeout;
 - the *forecast* (:mod:`ckptwatch.alerts.forecast`) of the tail; a rising envelope that
   reaches the warning level or the timeout within the horizon makes the severity ``warning``.
+
+A job whose newest record is older than its staleness horizon
+(:meth:`ckptwatch.settings.JobAlertSettings.stale_horizon_s`: at least a day, a few checkpoint
+intervals) is history: it is not assessed, and the reason says since when.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ where $as_of::timestamptz is null or end_ts <= $as_of::timestamptz
 qualify row_number() over (partition by job_id, tier order by end_ts desc, step desc) <= $window
 order by job_id, tier, end_ts, step
 """
-JOBS_SQL = "select job_id, checkpoint_timeout_s from stg_jobs"
+JOBS_SQL = "select job_id, checkpoint_timeout_s, checkpoint_interval_s from stg_jobs"
 #: The views ``load_window`` reads: all a connection for the alerts needs to build.
 VIEWS = ("checkpoint_latency", "stg_jobs")
 
@@ -87,6 +91,37 @@ class JobHeadroom:
         return self.level or ("warning" if self.forecast.warns else None)
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: "45 s", "12 min", "5.3 h", "9.2 days"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def job_intervals(jobs: pl.DataFrame) -> dict[str, float]:
+    """job_id -> checkpoint_interval_s, where the jobs frame has one."""
+    if "checkpoint_interval_s" not in jobs.columns:
+        return {}
+    return {str(j): float(v) for j, v in jobs.select("job_id", "checkpoint_interval_s")
+            .iter_rows() if v is not None and v > 0}
+
+
+def stale_reason(job_id: str, newest_s: float, settings: AlertSettings, intervals: dict[str,
+                 float], now: datetime) -> str | None:
+    """Why ``job_id`` is history (its newest record, ``newest_s`` epoch s, is older than its
+    staleness horizon as of ``now``), or None while it is not."""
+    horizon = settings.for_job(job_id).stale_horizon_s(intervals.get(job_id))
+    age = now.timestamp() - newest_s
+    if age <= horizon:
+        return None
+    return (f"stale: no record since {iso(from_epoch(newest_s))} ({duration_text(age)} ago; "
+            f"its staleness horizon is {duration_text(horizon)})")
+
+
 def assess_job(job_id: str, tier: str, end_epoch_s: np.ndarray, barrier_s: np.ndarray,
                steps: np.ndarray, timeout_s: float, cfg: JobAlertSettings,
                min_forecast_points: int) -> JobHeadroom:
@@ -110,11 +145,14 @@ def assess_job(job_id: str, tier: str, end_epoch_s: np.ndarray, barrier_s: np.nd
 
 
 def headroom(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSettings, *,
-             now: datetime) -> tuple[list[JobHeadroom], dict[tuple[str, str], str]]:
+             now: datetime, newest: dict[str, float] | None = None
+             ) -> tuple[list[JobHeadroom], dict[tuple[str, str], str]]:
     """Assess every (job, tier) of ``checkpoints``; also the ones skipped, with the reason.
 
     ``checkpoints``: job_id, tier, step, end_ts, barrier_s (any number of rows per job; the
-    last ``window`` by end time are used). ``jobs``: job_id, checkpoint_timeout_s.
+    last ``window`` by end time are used). ``jobs``: job_id, checkpoint_timeout_s and,
+    optionally, checkpoint_interval_s (the staleness horizon). ``newest``: job_id -> a newer
+    record of the job than its checkpoints (an open checkpoint's, epoch s).
     """
     missing = [c for c in CHECKPOINT_COLUMNS if c not in checkpoints.columns]
     if missing:
@@ -125,6 +163,10 @@ def headroom(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSetti
              .filter(pl.col("barrier_s").is_not_null() & pl.col("end_ts").is_not_null())
              .with_columns((pl.col("end_ts").dt.epoch("us") / 1e6).alias("_end"))
              .sort("job_id", "tier", "_end", "step"))
+    intervals = job_intervals(jobs)
+    latest = dict(newest or {})
+    for job_id, end_s in frame.group_by("job_id").agg(pl.col("_end").max()).iter_rows():
+        latest[str(job_id)] = max(float(end_s), latest.get(str(job_id), float("-inf")))
     out: list[JobHeadroom] = []
     skipped: dict[tuple[str, str], str] = {}
     for (job_id, tier), rows in frame.group_by("job_id", "tier", maintain_order=True):
@@ -137,10 +179,8 @@ def headroom(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSetti
             skipped[(job_id, tier)] = "alerting is disabled for this job in the settings"
         elif timeout is None or not timeout > 0:
             skipped[(job_id, tier)] = "the job has no checkpoint_timeout_s in the jobs table"
-        elif (settings.stale_after_s is not None
-              and now.timestamp() - float(end.max()) > settings.stale_after_s):
-            skipped[(job_id, tier)] = (f"no checkpoint since {iso(from_epoch(float(end.max())))} "
-                                       f"(stale_after_s {settings.stale_after_s:g})")
+        elif stale := stale_reason(job_id, latest[job_id], settings, intervals, now):
+            skipped[(job_id, tier)] = stale
         else:
             out.append(assess_job(job_id, tier, end, rows["barrier_s"].to_numpy(),
                                   rows["step"].to_numpy(), float(timeout), cfg,

@@ -55,6 +55,8 @@ class InFlight:
     open_ranks: tuple[OpenRank, ...]
     #: Live evidence of a cause from telemetry already in the lake, when there is some.
     evidence: str | None = None
+    #: The open checkpoint's newest record (a start marker or a rank's end; None: its start).
+    last_record_at: datetime | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -70,6 +72,16 @@ class InFlight:
     def remaining_s(self) -> float | None:
         """Seconds until the timeout (negative: past it)."""
         return None if self.timeout_s is None else self.timeout_s - self.age_s
+
+    @property
+    def timed_out(self) -> bool:
+        """Open at (or past) the job's timeout: its watchdog has fired."""
+        return self.timeout_s is not None and self.age_s >= self.timeout_s
+
+    @property
+    def data_at(self) -> datetime:
+        """The newest record of this checkpoint."""
+        return self.last_record_at or self.started_at
 
     @property
     def level(self) -> Severity | None:
@@ -114,6 +126,8 @@ class OpenCheckpoint:
     n_started: int
     n_finished: int
     open_ranks: tuple[OpenRank, ...]
+    #: Newest record of the checkpoint (start marker or end), epoch s (None: its first start).
+    last_record_s: float | None = None
 
 
 def assess_inflight(open_checkpoints: Sequence[OpenCheckpoint], timeouts: dict[str, float],
@@ -143,5 +157,6 @@ def assess_inflight(open_checkpoints: Sequence[OpenCheckpoint], timeouts: dict[s
             warning_s=None if timeout is None else cfg.warning * timeout,
             critical_s=None if timeout is None else cfg.critical * timeout,
             n_started=ck.n_started, n_finished=ck.n_finished, n_expected=n_ranks.get(ck.job_id),
-            open_ranks=tuple(sorted(ck.open_ranks, key=lambda r: r.rank)))
+            open_ranks=tuple(sorted(ck.open_ranks, key=lambda r: r.rank)),
+            last_record_at=None if ck.last_record_s is None else from_epoch(ck.last_record_s))
     return out

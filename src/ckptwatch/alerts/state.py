@@ -3,6 +3,11 @@
 It holds each firing alert by :func:`fingerprint` (labels, annotations, ``startsAt``,
 ``sent_at``, ``ok_count``) and, per sink, the alerts that sink has yet to receive. Written
 atomically; the caller holds the lake lock from reading it to writing it.
+
+Version 1 (one ``alertname`` for the tail and the in-flight alert) is read and migrated: a
+record raised by an open checkpoint (``basis`` ``inflight``) takes the in-flight alert's name;
+it is not sent again for that (its ``sent_at`` stands), and remembers the labels it was sent
+under (``replaces``) so that its next delivery also resolves the old one in Alertmanager.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ckptwatch.alerts.headroom import Severity
+from ckptwatch.alerts.names import BASIS, INFLIGHT_ALERT, TAIL_ALERT
 from ckptwatch.alerts.sinks import Alert
 from ckptwatch.errors import LakeError
 from ckptwatch.lake.store import Lake, atomic_write_bytes
@@ -24,7 +30,9 @@ STATE_FILE = Path("_state") / "alerts.json"
 #: The alert state's own lock (not the writers' ``.lock``): the watcher sends while an ingest
 #: holds the lake for minutes.
 STATE_LOCK = ".alerts.lock"
-STATE_VERSION = 1
+STATE_VERSION = 2
+#: Versions read (older ones are migrated on load).
+READ_VERSIONS = (1, 2)
 
 
 def fingerprint(labels: Mapping[str, str]) -> str:
@@ -47,6 +55,12 @@ class AlertRecord:
     #: What raised it: ``tail`` (the completed checkpoints) or ``inflight`` (an open
     #: checkpoint's age). An in-flight alert is lowered as soon as its checkpoint completes.
     basis: str = "tail"
+    #: Newest record of the job when last evaluated (ISO): staleness of an alert that a run
+    #: no longer assesses (an in-flight alert seen from the nightly run).
+    data_at: str | None = None
+    #: Labels this alert was last sent under before a rename (state version 1): resolved in
+    #: the sinks with its next delivery.
+    replaces: dict[str, str] | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -54,9 +68,19 @@ class AlertRecord:
         return fingerprint(self.labels)
 
     @property
+    def alertname(self) -> str:
+        """The ``alertname`` label."""
+        return self.labels.get("alertname", TAIL_ALERT)
+
+    @property
     def key(self) -> tuple[str, str]:
-        """(job_id, tier): one alert of this name per key."""
+        """(job_id, tier)."""
         return self.labels["job_id"], self.labels["tier"]
+
+    @property
+    def slot(self) -> tuple[str, str, str]:
+        """(alertname, job_id, tier): one firing alert per slot."""
+        return self.alertname, self.labels["job_id"], self.labels["tier"]
 
     @property
     def severity(self) -> Severity:
@@ -65,16 +89,32 @@ class AlertRecord:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for the state file."""
-        return {"status": "firing", "labels": self.labels, "annotations": self.annotations,
-                "startsAt": self.starts_at, "sent_at": self.sent_at, "ok_count": self.ok_count,
-                "basis": self.basis}
+        out = {"status": "firing", "labels": self.labels, "annotations": self.annotations,
+               "startsAt": self.starts_at, "sent_at": self.sent_at, "ok_count": self.ok_count,
+               "basis": self.basis, "data_at": self.data_at}
+        if self.replaces is not None:
+            out["replaces"] = self.replaces
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AlertRecord:
         """Inverse of :meth:`to_json`."""
+        replaces = data.get("replaces")
         return cls(labels=dict(data["labels"]), annotations=dict(data["annotations"]),
                    starts_at=str(data["startsAt"]), ok_count=int(data.get("ok_count", 0)),
-                   sent_at=data.get("sent_at"), basis=str(data.get("basis", "tail")))
+                   sent_at=data.get("sent_at"), basis=str(data.get("basis", "tail")),
+                   data_at=data.get("data_at"),
+                   replaces=None if replaces is None else dict(replaces))
+
+    def migrated(self) -> AlertRecord:
+        """A version-1 record under its present name: an in-flight one is renamed (and
+        remembers the labels it was sent under); a tail one is unchanged."""
+        if self.basis != BASIS[INFLIGHT_ALERT] or self.alertname == INFLIGHT_ALERT:
+            return self
+        return AlertRecord(labels={**self.labels, "alertname": INFLIGHT_ALERT},
+                           annotations=dict(self.annotations), starts_at=self.starts_at,
+                           ok_count=self.ok_count, sent_at=self.sent_at, basis=self.basis,
+                           data_at=self.data_at, replaces=dict(self.labels))
 
 
 @dataclass
@@ -95,9 +135,14 @@ class AlertState:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AlertState:
         """Inverse of :meth:`to_json`."""
-        if data.get("version") != STATE_VERSION:
-            raise ValueError(f"state version {data.get('version')!r}, expected {STATE_VERSION}")
-        firing = {fp: AlertRecord.from_json(r) for fp, r in data.get("alerts", {}).items()}
+        version = data.get("version")
+        if version not in READ_VERSIONS:
+            raise ValueError(f"state version {version!r}, expected one of "
+                             f"{', '.join(map(str, READ_VERSIONS))}")
+        records = [AlertRecord.from_json(r) for r in data.get("alerts", {}).values()]
+        if version == 1:
+            records = [r.migrated() for r in records]
+        firing = {r.fingerprint: r for r in records}
         return cls(firing=firing, pending={k: dict(v) for k, v in data.get("pending", {}).items()},
                    evaluated_at=data.get("evaluated_at"))
 
