@@ -1,4 +1,4 @@
-"""Open checkpoints: completion, abandonment at the timeout, late records, state round trip."""
+"""Open checkpoints: completion, past the timeout until given up, late records, state."""
 
 from __future__ import annotations
 
@@ -49,13 +49,35 @@ def test_without_the_job_size_a_quiet_checkpoint_completes_after_settle() -> Non
     assert done.barrier_s == 4.0
 
 
-def test_an_open_checkpoint_past_its_timeout_is_abandoned_with_a_lower_bound() -> None:
+def test_an_open_checkpoint_past_its_timeout_stays_open_until_it_is_history() -> None:
     t = Tracker()
     t.add_starts(starts("j", 1, range(4)), T)
     t.add_writes(writes("j", 1, [0, 1], 5.0), T + 5)
-    assert t.settle(T + 100, {"j": 4}, {"j": 60.0}) == []  # within timeout + grace
-    (done,) = t.settle(T + 121, {"j": 4}, {"j": 60.0})
-    assert done.timed_out and done.n_unfinished == 2 and done.barrier_s >= 120
+    day = {"j": 86400.0}.__getitem__
+    assert t.settle(T + 121, {"j": 4}, {"j": 60.0}, day) == []  # past its timeout: still open
+    (f,) = assess_inflight(t.open_checkpoints({}), {"j": 60.0}, {}, AlertSettings(),
+                           now_s=T + 121).values()
+    assert (f.timed_out, f.n_open, f.level) == (True, 2, "critical")
+    # its newest record (the ends at T + 5) more than a day old: history
+    assert t.settle(T + 5 + 86400, {"j": 4}, {"j": 60.0}, day) == []
+    (done,) = t.settle(T + 6 + 86400, {"j": 4}, {"j": 60.0}, day)
+    assert (done.timed_out, done.n_unfinished) == (True, 2)
+    assert done.given_up is not None and done.given_up.startswith("history")
+    assert not t.tracked
+
+
+def test_a_later_checkpoint_after_the_timeout_gives_up_the_open_one() -> None:
+    t = Tracker()
+    t.add_starts(starts("j", 1, range(2)), T)
+    t.add_starts(starts("j", 2, range(2), at=T + 30), T + 30)  # within the timeout: overlap
+    assert t.settle(T + 61, {"j": 2}, {"j": 60.0}) == []
+    t.add_starts(starts("j", 3, range(2), at=T + 90), T + 90)  # the job restarted
+    gone = t.settle(T + 91, {"j": 2}, {"j": 60.0})
+    assert [(c.step, c.given_up) for c in gone] == [
+        (1, "a later checkpoint of the job started after its timeout")]
+    u = Tracker()
+    u.load(t.to_json())
+    assert u.latest_start == {("j", "pool"): T + 90}
 
 
 def test_assessment_names_the_open_ranks_and_their_levels() -> None:

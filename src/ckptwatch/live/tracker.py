@@ -5,9 +5,14 @@ finished records (``checkpoint_writes``). Per checkpoint (job, step) the tracker
 ranks started (node, target, start) and which finished (duration, end). A checkpoint is
 *open* while a started rank has not finished. It is *complete* when none is open and either
 every rank the job has (``jobs.n_ranks``) was seen or nothing new arrived for ``settle_s``;
-its barrier time is then its slowest rank. An open checkpoint older than its timeout plus a
-grace (or ``max_open_s`` for a job without a timeout) is *abandoned*: the job's watchdog has
-fired; it is handed on as completed with its age as the barrier's lower bound.
+its barrier time is then its slowest rank.
+
+An open checkpoint stays open past its timeout (the watcher reports it as timed out) until it
+is *given up*: its newest record is older than the job's staleness horizon (it is history), a
+later checkpoint of the job and tier has started since it passed its timeout (the job moved
+on), or, for a job without a timeout, it is older than ``max_open_s``. A checkpoint given up is
+handed on with its unfinished ranks counted; it never joins the tail of completed checkpoints
+(its age is not a barrier time: the batch views count it, as timed out).
 
 Memory is bounded: ``max_checkpoints`` tracked at once (the oldest dropped beyond it, said in
 the log), and ``done_keys`` completed keys remembered so that late records of a completed
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +55,12 @@ class Tracked:
         """Started, not finished."""
         return [r for r in self.started if r not in self.finished]
 
+    @property
+    def last_record_s(self) -> float:
+        """The newest record's time (a start marker or a rank's end), epoch s."""
+        return max([*(s for _, _, s in self.started.values()),
+                    *(e for _, e in self.finished.values()), float("-inf")])
+
     def to_json(self) -> dict[str, Any]:
         """JSON form for the watcher's state."""
         return {"job_id": self.job_id, "step": self.step, "tier": self.tier,
@@ -73,7 +84,7 @@ class Tracked:
 
 @dataclass(frozen=True)
 class Completed:
-    """A checkpoint the watcher saw complete (or abandoned at its timeout)."""
+    """A checkpoint the watcher saw complete (or gave up with ranks still open)."""
 
     job_id: str
     tier: str
@@ -81,12 +92,14 @@ class Completed:
     end_s: float
     barrier_s: float
     n_ranks: int
-    #: Ranks that never finished (abandoned: the job's watchdog fired).
+    #: Ranks that never finished (given up: the job's watchdog fired).
     n_unfinished: int = 0
+    #: Why a checkpoint with open ranks was given up (None: it completed).
+    given_up: str | None = None
 
     @property
     def timed_out(self) -> bool:
-        """Abandoned with ranks still open."""
+        """Given up with ranks still open."""
         return self.n_unfinished > 0
 
 
@@ -101,6 +114,8 @@ class Tracker:
         self.done_keys = done_keys
         self.tracked: OrderedDict[tuple[str, int], Tracked] = OrderedDict()
         self.done: OrderedDict[tuple[str, int], None] = OrderedDict()
+        #: (job, tier) -> the latest start marker seen (a job that moved on past an open one).
+        self.latest_start: dict[tuple[str, str], float] = {}
 
     # -- input ------------------------------------------------------------------------
     def _get(self, job_id: str, step: int, tier: str, now_s: float) -> Tracked | None:
@@ -129,6 +144,8 @@ class Tracker:
                 continue
             ck.started[rank] = (node, target, start)
             ck.first_start_s = min(ck.first_start_s, start)
+            key = (job_id, ck.tier)
+            self.latest_start[key] = max(start, self.latest_start.get(key, start))
             n += 1
         return n
 
@@ -148,20 +165,23 @@ class Tracker:
 
     # -- progress ---------------------------------------------------------------------
     def settle(self, now_s: float, n_ranks: dict[str, int], timeouts: dict[str, float],
-               grace: float = 0.25) -> list[Completed]:
-        """Hand on the checkpoints that completed or were abandoned since the last call."""
+               horizons: Callable[[str], float] | None = None) -> list[Completed]:
+        """Hand on the checkpoints that completed or were given up since the last call;
+        ``horizons``: job_id -> its staleness horizon, seconds (None: ``max_open_s``)."""
         out: list[Completed] = []
         for key, ck in list(self.tracked.items()):
             open_ranks = ck.open_ranks
             if open_ranks:
-                timeout = timeouts.get(ck.job_id)
-                age = now_s - ck.first_start_s
-                limit = (timeout + max(60.0, grace * timeout)) if timeout else self.max_open_s
-                if age <= limit:
+                why = self._give_up(ck, now_s, timeouts.get(ck.job_id),
+                                    horizons(ck.job_id) if horizons else self.max_open_s,
+                                    self.latest_start.get((ck.job_id, ck.tier),
+                                                          ck.first_start_s))
+                if why is None:
                     continue
                 known = [d for d, _ in ck.finished.values()]
                 out.append(Completed(ck.job_id, ck.tier, ck.step, now_s,
-                                     max([age, *known]), len(ck.started), len(open_ranks)))
+                                     max([now_s - ck.first_start_s, *known]), len(ck.started),
+                                     len(open_ranks), why))
             else:
                 expected = n_ranks.get(ck.job_id)
                 seen = len(set(ck.started) | set(ck.finished))
@@ -179,6 +199,18 @@ class Tracker:
                 self.done.popitem(last=False)
         return out
 
+    def _give_up(self, ck: Tracked, now_s: float, timeout: float | None, horizon_s: float,
+                 newest_start_s: float) -> str | None:
+        """Why an open checkpoint is no longer followed, or None while it is."""
+        if now_s - ck.last_record_s > horizon_s:
+            return f"history: no record of it for more than {horizon_s:.0f} s"
+        if timeout is None:
+            return (f"open for more than {self.max_open_s:.0f} s (the job has no timeout)"
+                    if now_s - ck.first_start_s > self.max_open_s else None)
+        if newest_start_s > ck.first_start_s + timeout:
+            return "a later checkpoint of the job started after its timeout"
+        return None
+
     def open_checkpoints(self, leaves: dict[str, str]) -> list[OpenCheckpoint]:
         """Every checkpoint with a rank open (for ``alerts.inflight.assess_inflight``)."""
         out = []
@@ -189,6 +221,7 @@ class Tracker:
             out.append(OpenCheckpoint(
                 job_id=ck.job_id, tier=ck.tier, step=ck.step, first_start_s=ck.first_start_s,
                 n_started=len(ck.started), n_finished=len(ck.finished),
+                last_record_s=ck.last_record_s,
                 open_ranks=tuple(OpenRank(r, ck.started[r][0], ck.started[r][1],
                                           leaves.get(ck.started[r][0])) for r in ranks)))
         return out
@@ -201,7 +234,8 @@ class Tracker:
     def to_json(self) -> dict[str, Any]:
         """JSON form for the watcher's state."""
         return {"tracked": [ck.to_json() for ck in self.tracked.values()],
-                "done": [[j, s] for j, s in self.done]}
+                "done": [[j, s] for j, s in self.done],
+                "latest_start": [[j, t, s] for (j, t), s in sorted(self.latest_start.items())]}
 
     def load(self, data: dict[str, Any]) -> None:
         """Restore :meth:`to_json`'s form."""
@@ -210,3 +244,5 @@ class Tracker:
             self.tracked[(ck.job_id, ck.step)] = ck
         for j, s in data.get("done", []):
             self.done[(str(j), int(s))] = None
+        for j, t, s in data.get("latest_start", []):
+            self.latest_start[(str(j), str(t))] = float(s)

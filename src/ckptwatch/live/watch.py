@@ -5,13 +5,17 @@ Every ``interval_s`` one scan:
 1. reads what the files under ``RAW_DIR/checkpoints/`` gained (:mod:`ckptwatch.live.follow`),
    parsed by the ingest's own loaders: start markers and finished records;
 2. updates the open checkpoints (:mod:`ckptwatch.live.tracker`): completed ones join the
-   across-checkpoint tail, abandoned ones (past the timeout) join it with their lower bound;
+   across-checkpoint tail; one still open past its timeout stays open (it is reported as
+   timed out, never as a tail) until it is given up (history, or the job moved on), and a
+   checkpoint given up never joins the tail;
 3. assesses the oldest open checkpoint of every job and tier against its timeout
-   (:func:`ckptwatch.alerts.inflight.assess_inflight`) and, with the tail of its completed
-   checkpoints (the lake's window plus what completed live), evaluates and sends the one
-   alert per job and tier through the same sinks and state as ``ckptwatch alerts``
+   (:func:`ckptwatch.alerts.inflight.assess_inflight`; one first seen already past it is
+   reported once, as timed out) and, with the tail of its completed checkpoints (the lake's
+   window plus what completed live), evaluates and sends the in-flight and the tail alert
+   of each job and tier through the same sinks and state as ``ckptwatch alerts``
    (:func:`ckptwatch.alerts.evaluate.send_alerts`): the nightly run and the watcher never
-   send the same alert twice;
+   send the same alert twice. A job whose newest record is older than its staleness horizon
+   is history: it drops out of the live state and the metrics, and its alerts resolve;
 4. updates the Prometheus metrics (:mod:`ckptwatch.live.metrics`) and saves its state.
 
 The watcher does not write the lake's tables: the nightly ingest lands every record exactly
@@ -116,7 +120,8 @@ class ScanReport:
 
 
 JOBS_SCHEMA: dict[str, pl.DataType] = {
-    "job_id": pl.String(), "n_ranks": pl.Int64(), "checkpoint_timeout_s": pl.Float64()}
+    "job_id": pl.String(), "n_ranks": pl.Int64(), "checkpoint_timeout_s": pl.Float64(),
+    "checkpoint_interval_s": pl.Float64()}
 
 
 def lake_context(lake_root: str, days: tuple[date, date], alerts: AlertSettings
@@ -129,7 +134,8 @@ def lake_context(lake_root: str, days: tuple[date, date], alerts: AlertSettings
     con = connect(lake_root, days=days, views=(*VIEWS, "stg_topology"))
     try:
         window, _ = load_window(con, alerts)
-        jobs = run_sql(con, "select job_id, n_ranks, checkpoint_timeout_s from stg_jobs")
+        jobs = run_sql(con, "select job_id, n_ranks, checkpoint_timeout_s, "
+                       "checkpoint_interval_s from stg_jobs")
         topo = run_sql(con, "select distinct node, leaf_switch from stg_topology")
     finally:
         con.close()
@@ -196,6 +202,7 @@ class Watcher:
         self.live: dict[tuple[str, str], deque[tuple[int, float, float]]] = {}
         self._window = pl.DataFrame(schema=WINDOW_SCHEMA)
         self.timeouts: dict[str, float] = {}
+        self.intervals: dict[str, float] = {}
         self.n_ranks: dict[str, int] = {}
         self.leaves: dict[str, str] = {}
         self._refreshed_s = float("-inf")
@@ -313,12 +320,20 @@ class Watcher:
                 self.leaves.setdefault(str(node), str(leaf))
 
     def _jobs(self, jobs: pl.DataFrame) -> None:
-        for job_id, n, timeout in jobs.select("job_id", "n_ranks",
-                                              "checkpoint_timeout_s").iter_rows():
+        if "checkpoint_interval_s" not in jobs.columns:
+            jobs = jobs.with_columns(pl.lit(None, pl.Float64).alias("checkpoint_interval_s"))
+        for job_id, n, timeout, interval in jobs.select(
+                "job_id", "n_ranks", "checkpoint_timeout_s", "checkpoint_interval_s").iter_rows():
             if timeout is not None and timeout > 0:
                 self.timeouts[str(job_id)] = float(timeout)
+            if interval is not None and interval > 0:
+                self.intervals[str(job_id)] = float(interval)
             if n is not None and n > 0:
                 self.n_ranks[str(job_id)] = int(n)
+
+    def horizon_s(self, job_id: str) -> float:
+        """The job's staleness horizon (settings and its checkpoint interval)."""
+        return self.settings.alerts.for_job(job_id).stale_horizon_s(self.intervals.get(job_id))
 
     def _under(self, place: str) -> list[Path]:
         root = self.raw_dir / place
@@ -357,18 +372,20 @@ class Watcher:
         now = report.at = datetime.fromtimestamp(now_s, UTC)
         self._dirty |= bool(report.bytes_read or report.notes
                             or n_files != len(self.follower.cursors))
-        for done in self.tracker.settle(now_s, self.n_ranks, self.timeouts):
+        for done in self.tracker.settle(now_s, self.n_ranks, self.timeouts, self.horizon_s):
             self._dirty = True
             report.completed.append(done)
+            if done.given_up is not None:  # its age is no barrier time: not in the tail
+                log.info("step %d of job %s (%s): %d of %d ranks never finished; no longer "
+                         "followed (%s)", done.step, escape_controls(done.job_id),
+                         escape_controls(done.tier), done.n_unfinished, done.n_ranks,
+                         done.given_up)
+                continue
             key = (done.job_id, done.tier)
             q = self.live.setdefault(key, deque(maxlen=self.settings.alerts.max_window()))
             q.append((done.step, done.end_s, done.barrier_s))
             self.metrics.set_last_barrier(done.job_id, done.tier, done.barrier_s)
-            if done.timed_out:
-                log.warning("step %d of job %s (%s): %d of %d ranks never finished; "
-                            "open %.0f s, past its timeout", done.step,
-                            escape_controls(done.job_id), escape_controls(done.tier),
-                            done.n_unfinished, done.n_ranks, done.barrier_s)
+        self._forget_stale(now_s, report.completed)
         report.inflight = assess_inflight(self.tracker.open_checkpoints(self.leaves),
                                           self.timeouts, self.n_ranks, self.settings.alerts,
                                           now_s=now_s)
@@ -382,6 +399,24 @@ class Watcher:
         if self.options.metrics_file is not None:
             write_textfile(self.options.metrics_file, self.metrics.render())
         return report
+
+    def _forget_stale(self, now_s: float, completed: list[Completed]) -> None:
+        """Jobs whose newest record is past their staleness horizon leave the live state and
+        the metrics (their alerts resolve in the evaluation); ``completed``: this scan's."""
+        newest: dict[str, float] = {}
+        for (job_id, _), q in self.live.items():
+            for _, end_s, _ in q:
+                newest[job_id] = max(end_s, newest.get(job_id, end_s))
+        for ck in self.tracker.tracked.values():
+            newest[ck.job_id] = max(ck.last_record_s, newest.get(ck.job_id, float("-inf")))
+        stale = {j for j, t in newest.items() if now_s - t > self.horizon_s(j)}
+        for key in [k for k in self.live if k[0] in stale]:
+            del self.live[key]
+            self.metrics.forget_job(*key)
+            self._dirty = True
+        for c in completed:  # history given up: its ranks' durations were observed
+            if c.given_up is not None and (c.job_id in stale or c.job_id not in newest):
+                self.metrics.forget_job(c.job_id, c.tier)
 
     def _read(self, report: ScanReport, now_s: float) -> None:
         result = self.follower.scan()
@@ -515,8 +550,11 @@ class Watcher:
 
     def _alert(self, report: ScanReport, now: datetime) -> AlertRun | None:
         jobs = pl.DataFrame({"job_id": list(self.timeouts),
-                             "checkpoint_timeout_s": list(self.timeouts.values())},
-                            schema={"job_id": pl.String, "checkpoint_timeout_s": pl.Float64})
+                             "checkpoint_timeout_s": list(self.timeouts.values()),
+                             "checkpoint_interval_s": [self.intervals.get(j)
+                                                       for j in self.timeouts]},
+                            schema={"job_id": pl.String, "checkpoint_timeout_s": pl.Float64,
+                                    "checkpoint_interval_s": pl.Float64})
         try:
             run = send_alerts(self.lake_root, self._checkpoints(), jobs, self.settings,
                               self.sinks, now=now, inflight=report.inflight,
