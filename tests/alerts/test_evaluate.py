@@ -244,3 +244,28 @@ def test_alerts_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--send" in out and "--format {table,json}" in out and "--config FILE" in out
+
+
+def test_a_lake_whose_jobs_ended_ten_days_ago_fires_nothing_by_default(
+        alert_lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "ckptwatch.toml"
+    config.write_text('[sinks]\njsonl = "out/alerts.jsonl"\n')
+    later = "2026-12-08T02:00:00Z"  # the lake's checkpoints ended on 2026-11-28
+    capsys.readouterr()
+    assert main(["alerts", "--lake", str(alert_lake), "--now", later]) == 0
+    out = capsys.readouterr().out
+    assert "0 alert(s) due" in out
+    assert ("not evaluated: hot (pool): stale: no record since 2026-11-28T01:31:32Z (10.0 days "
+            "ago; its staleness horizon is 24.0 h)") in out
+    # an alert sent while the job ran is resolved once, saying why
+    send = ["alerts", "--lake", str(alert_lake), "--config", str(config), "--format", "json",
+            "--send", "--now"]
+    assert main([*send, "2026-11-28T02:00:00Z"]) == 0
+    assert [a["status"] for a in json.loads(capsys.readouterr().out)] == ["firing"]
+    assert main([*send, later]) == 0
+    (resolved,) = json.loads(capsys.readouterr().out)
+    assert (resolved["status"], resolved["labels"]["job_id"]) == ("resolved", "hot")
+    assert "resolved: stale: no record since 2026-11-28T01:31:32Z" in (
+        resolved["annotations"]["summary"])
+    assert main([*send, later]) == 0
+    assert json.loads(capsys.readouterr().out) == []

@@ -1,13 +1,17 @@
-"""One alert per job and tier from the tail and the open checkpoint together."""
+"""The two alerts of a job and tier: the open checkpoint's (in flight) and the tail's."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 
 from ckptwatch.alerts.evaluate import evaluate
 from ckptwatch.alerts.inflight import InFlight, OpenRank
+from ckptwatch.alerts.names import INFLIGHT_ALERT, TAIL_ALERT
+from ckptwatch.alerts.state import fingerprint, load_state, state_path
 from ckptwatch.settings import AlertSettings
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
@@ -35,7 +39,8 @@ def test_an_open_checkpoint_raises_the_alert_the_tail_would_not() -> None:
     assert ev.due == []
     ev = evaluate(history(), JOBS, SETTINGS, ev.state, now=NOW, inflight=open_for(43))
     (alert,) = ev.due
-    assert alert["labels"]["severity"] == "warning"
+    assert alert["labels"] == {"alertname": INFLIGHT_ALERT, "job_id": "j", "tier": "pool",
+                               "severity": "warning"}
     summary = alert["annotations"]["summary"]
     assert "2 of 8 ranks still open (ranks 5, 6 on node017 (leaf03), target pool0-tgt07)" \
         in summary
@@ -73,3 +78,95 @@ def test_an_already_critical_tail_is_not_forecast_to_stay_below_the_warning() ->
     note = alert["annotations"]["forecast"]
     assert alert["labels"]["severity"] == "critical"
     assert "past the warning level" in note and "stays below the warning" not in note
+
+
+def names(due: list[dict[str, object]]) -> list[tuple[str, str, str]]:
+    return [(a["labels"]["alertname"], a["status"], a["labels"]["severity"])  # type: ignore[index]
+            for a in due]
+
+
+def test_the_tail_and_the_open_checkpoint_are_two_alerts() -> None:
+    ev = evaluate(history(50.0), JOBS, SETTINGS, now=NOW, inflight=open_for(55))
+    assert names(ev.due) == [(TAIL_ALERT, "firing", "warning"),
+                             (INFLIGHT_ALERT, "firing", "critical")]
+    assert len({a["fingerprint"] for a in ev.due}) == 2
+    # the nightly run: the tail recovers (hysteresis: three runs), the in-flight alert stays
+    state = ev.state
+    for _ in range(3):
+        nightly = evaluate(history(5.0), JOBS, SETTINGS, state, now=NOW)
+        state = nightly.state
+    assert names(nightly.due) == [(TAIL_ALERT, "resolved", "warning")]
+    assert [r.alertname for r in state.firing.values()] == [INFLIGHT_ALERT]
+
+
+def test_an_open_checkpoint_crossing_its_timeout_is_sent_again_as_timed_out() -> None:
+    ev = evaluate(history(), JOBS, SETTINGS, now=NOW, inflight=open_for(55))
+    assert "5.0 s until the 60.0 s timeout" in ev.due[0]["annotations"]["summary"]
+    ev = evaluate(history(), JOBS, SETTINGS, ev.state, now=NOW, inflight=open_for(61))
+    (alert,) = ev.due  # the same alert (same fingerprint), its news: timed out
+    assert (alert["status"], alert["annotations"]["timed_out"]) == ("firing", "true")
+    assert alert["annotations"]["summary"].startswith(
+        "Checkpoint step 9 of job j (pool) timed out: open 61 s, past its 60.0 s timeout by "
+        "1.0 s; 2 of 8 ranks still open")
+    assert evaluate(history(), JOBS, SETTINGS, ev.state, now=NOW,
+                    inflight=open_for(90)).due == []
+
+
+def test_every_alert_says_how_old_its_data_is_and_links_its_runbook() -> None:
+    (alert,) = evaluate(history(), JOBS, SETTINGS, now=NOW, inflight=open_for(43)).due
+    ann = alert["annotations"]
+    assert ann["last_checkpoint_at"] == "2026-12-01T11:50:00Z"
+    assert ann["data_age_s"] == "43"  # the open checkpoint's start markers
+    assert "Last checkpoint ended 2026-12-01T11:50:00Z; newest data 43 s old." in ann["summary"]
+    assert ann["runbook_url"] == "docs/alerts.md#checkpointinflightneartimeout"
+    custom = AlertSettings(runbook_url="https://wiki.example/ckpt#{anchor}", dashboard_url="")
+    (alert,) = evaluate(history(), JOBS, custom, now=NOW, inflight=open_for(43)).due
+    assert alert["annotations"]["runbook_url"] == (
+        "https://wiki.example/ckpt#checkpointinflightneartimeout")
+    assert "dashboard_url" not in alert["annotations"]
+    heading = {line.removeprefix("### ") for line in
+               (Path(__file__).parents[2] / "docs" / "alerts.md").read_text().splitlines()
+               if line.startswith("### ")}
+    assert {TAIL_ALERT, INFLIGHT_ALERT} <= heading  # the anchors the runbook_url points to
+
+
+def test_a_stale_job_resolves_its_alerts_even_from_a_run_that_does_not_watch() -> None:
+    ev = evaluate(history(50.0), JOBS, SETTINGS, now=NOW, inflight=open_for(56))
+    later = NOW + timedelta(days=2)
+    nightly = evaluate(history(50.0), JOBS, SETTINGS, ev.state, now=later)
+    assert sorted(names(nightly.due)) == [(INFLIGHT_ALERT, "resolved", "critical"),
+                                          (TAIL_ALERT, "resolved", "warning")]
+    assert nightly.state.firing == {}
+    assert all("stale: no record since 2026-12-01T11:59:04Z (2.0 days ago; its staleness "
+               "horizon is 24.0 h)" in a["annotations"]["summary"] for a in nightly.due)
+    assert evaluate(history(50.0), JOBS, SETTINGS, nightly.state, now=later).due == []
+
+
+def test_state_of_the_old_single_alert_migrates_without_resending(tmp_path: Path) -> None:
+    old_inflight = {"alertname": TAIL_ALERT, "job_id": "j", "tier": "pool",
+                    "severity": "critical"}
+    old_tail = {"alertname": TAIL_ALERT, "job_id": "j", "tier": "pool", "severity": "warning"}
+    sent = (NOW - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def record(labels: dict[str, str], basis: str) -> dict[str, object]:
+        return {"status": "firing", "labels": labels, "annotations": {"summary": "s", "step": "9"},
+                "startsAt": sent, "sent_at": sent, "ok_count": 0, "basis": basis}
+
+    path = state_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 1, "evaluated_at": sent, "pending": {}, "alerts": {
+        fingerprint(old_inflight): record(old_inflight, "inflight"),
+        fingerprint(old_tail): record(old_tail, "tail")}}))
+    state = load_state(tmp_path)
+    new_inflight = {**old_inflight, "alertname": INFLIGHT_ALERT}
+    assert set(state.firing) == {fingerprint(new_inflight), fingerprint(old_tail)}
+    assert state.firing[fingerprint(new_inflight)].replaces == old_inflight
+    assert state.firing[fingerprint(old_tail)].replaces is None
+    # still open at critical: the watcher sends nothing (it was sent 5 minutes ago)
+    ev = evaluate(history(), JOBS, SETTINGS, state, now=NOW, inflight=open_for(56))
+    assert ev.due == []
+    assert ev.state.to_json()["version"] == 2
+    # it completes: resolved under its name, and under the name it was sent with
+    done = evaluate(history(), JOBS, SETTINGS, ev.state, now=NOW, inflight={})
+    assert [(a["fingerprint"], a["status"]) for a in done.due] == [
+        (fingerprint(new_inflight), "resolved"), (fingerprint(old_inflight), "resolved")]

@@ -340,6 +340,10 @@ def evaluate(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSetti
     open_all = {k: f for k, f in (inflight or {}).items() if f.timeout_s is not None}
     for f in open_all.values():
         newest[f.job_id] = max(f.data_at, newest.get(f.job_id, f.data_at))
+    for rec in prev.firing.values():  # what the watcher saw last (a run that does not watch)
+        if rec.data_at is not None:
+            seen = datetime.fromisoformat(rec.data_at)
+            newest[rec.key[0]] = max(seen, newest.get(rec.key[0], seen))
     newest_s = {j: t.timestamp() for j, t in newest.items()}
     assessed, skipped = headroom(checkpoints, jobs, settings, now=now, newest=newest_s)
     open_now: dict[tuple[str, str], InFlight] = {}
@@ -370,10 +374,8 @@ def evaluate(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSetti
 
     for (alertname, job_id, tier), rec in sorted(by_slot.items()):  # no longer assessed
         key = (job_id, tier)
-        seen = [t for t in (newest.get(job_id),
-                            datetime.fromisoformat(rec.data_at) if rec.data_at else None) if t]
-        stale = (stale_reason(job_id, max(seen).timestamp(), settings, intervals, now)
-                 if seen else None)
+        stale = (stale_reason(job_id, newest[job_id].timestamp(), settings, intervals, now)
+                 if job_id in newest else None)
         if alertname == INFLIGHT_ALERT:
             step = rec.annotations.get("step", "?")
             if stale is not None:
@@ -439,10 +441,10 @@ class AlertRun:
         """Sent, and every sink took every alert handed to it."""
         return self.sent and not self.failures
 
-    def summary(self) -> str:
+    def summary(self, noun: str = "") -> str:
         """The round in one line, counted per sink (:func:`delivery_summary`)."""
         return delivery_summary(len(self.alerts), self.delivery, sent=self.sent,
-                                sinks=self.sinks)
+                                sinks=self.sinks, noun=noun)
 
 
 def _would_send(due: Sequence[Alert], pending: Mapping[str, Mapping[str, Alert]],
