@@ -51,7 +51,7 @@ def test_example_file_documents_the_defaults() -> None:
     assert s.alerts.defaults == JobAlertSettings()
     defaults = AlertSettings()
     for key in ("min_forecast_points", "resolve_margin", "resolve_after", "resend_after_s",
-                "firing_ttl_s", "stale_after_s"):
+                "firing_ttl_s", "runbook_url", "dashboard_url"):
         assert getattr(s.alerts, key) == getattr(defaults, key), key
     assert s.alerts.for_job("llama-70b").critical == 0.85
     assert s.alerts.for_job("scratch-run").enabled is False
@@ -156,3 +156,21 @@ def test_display_url_drops_credentials_and_query() -> None:
     assert display_url("https://u:p@host.example:8443/hook?token=abc") == (
         "https://host.example:8443/hook?…")
     assert display_url("http://[::1]:9093/") == "http://[::1]:9093/"
+
+
+def test_staleness_per_job_and_link_templates(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, """
+[alerts]
+stale_after_s = 7200
+runbook_url = "https://wiki.example/ckptwatch#{anchor}"
+[alerts.jobs."slow"]
+stale_intervals = 0
+"""), environ={})
+    assert s.alerts.for_job("other").stale_horizon_s(3600.0) == 3 * 3600.0
+    assert s.alerts.for_job("other").stale_horizon_s(None) == 7200.0
+    assert s.alerts.for_job("slow").stale_horizon_s(3600.0) == 7200.0
+    assert s.alerts.runbook_url == "https://wiki.example/ckptwatch#{anchor}"
+    with pytest.raises(ConfigError, match=r"\[alerts\] dashboard_url '/d/\{uid\}': bad "
+                       r"placeholder 'uid' \(known: \{alertname\}, \{anchor\}, \{job_id\}, "
+                       r"\{tier\}\)"):
+        load_settings(write(tmp_path, '[alerts]\ndashboard_url = "/d/{uid}"\n'), environ={})
