@@ -30,6 +30,10 @@ set variable slow_rank_min_excess_s = 0.5;
 -- >= straggler_min_excess_s over it.
 set variable straggler_factor = 2.0;
 set variable straggler_min_excess_s = 1.0;
+-- Telemetry coverage of a stall (stall_coverage): a series reached the stall when the time it
+-- spans comes within this many seconds of the window (or within its own sampling interval, if
+-- longer). Each tool keeps its own clock: coverage is never judged by equal timestamps.
+set variable coverage_tolerance_s = 60.0;
 
 -- Identifier fields (job_id, node, device, …) longer than this are not read by the views: the
 -- ingest quarantines them (CKPTWATCH_MAX_FIELD_CHARS, RELIABILITY.md "Limits"), but a lake
@@ -51,3 +55,16 @@ create or replace macro interval_seconds(interval_us) as
 -- zero interval), for the same two readers.
 create or replace macro counter_rate(delta, interval_us) as
     delta / nullif(interval_seconds(interval_us), 0);
+
+-- canonical_status(status): a finished rank's status as the lake's canonical value: the
+-- accepted spellings of the input contract (ckptwatch.lake.schema.STATUS_SPELLINGS, any case,
+-- trimmed; tests/sql/test_timeouts.py holds the two lists equal). The ingest writes
+-- the canonical value; staging reads lakes written before through this, so a rank killed or
+-- aborted at its timeout reads as 'timeout' either way. An unknown spelling stays lowercased.
+create or replace macro canonical_status(status) as
+    case lower(trim(status))
+        when 'timed_out' then 'timeout'
+        when 'killed' then 'timeout'
+        when 'aborted' then 'timeout'
+        else lower(trim(status))
+    end;

@@ -13,12 +13,18 @@
 -- and no finished rank is here too (n_ranks 0, rank quantiles null): it is the one that killed
 -- the job. The data end is the latest time the lake's checkpoint data reaches: the latest
 -- end_ts of a record or start_ts of a marker, over every job of the lake (or of the days read),
--- or the latest ingest of a marker: a rank without a record when its marker was ingested had
+-- the latest telemetry sample (nvme_smart, fabric_counters, pool_metrics), or the latest ingest
+-- of a marker: a rank without a record when its marker was ingested had
 -- not finished by then (the recorder appends each record as its rank finishes). A job killed
 -- at its timeout writes nothing after it: without the ingest time, its hung checkpoint would
 -- look open only until its last finished rank.
--- timed_out: the checkpoint has unfinished ranks, and the data reaches its start_ts + the
--- job's checkpoint_timeout_s (a job without metadata has no timeout: open at the data end).
+-- timed_out (docs/concepts.md), for the first of these reasons (timeout_reason) that holds:
+--   'status': a rank's record says it timed out (n_timed_out of them: status 'timeout', the
+--     canonical value of every accepted spelling, lake.schema.STATUS_SPELLINGS);
+--   'unfinished': unfinished ranks were still open at the job's timeout, that is the data
+--     reaches start_ts + checkpoint_timeout_s (a job without metadata has no timeout: open at
+--     the data end);
+--   'barrier': the barrier reached the job's checkpoint_timeout_s.
 -- For a checkpoint with unfinished ranks the barrier is a lower bound
 -- (barrier_is_lower_bound): the slowest finished rank, or how long the checkpoint stayed open,
 -- whichever is longer; open until start_ts + the timeout when it timed out, else until the
@@ -44,6 +50,7 @@ per_checkpoint as (
         max(tier) as tier_max,
         count(*) as n_ranks,
         count(*) filter (where status <> 'ok') as n_ranks_not_ok,
+        count(*) filter (where status = 'timeout') as n_timed_out,
         cast(sum(bytes) as bigint) as bytes,
         min(start_ts) as start_ts,
         max(end_ts) as end_ts,
@@ -140,12 +147,17 @@ unfinished as (
     group by job_id, step
 ),
 
+-- The telemetry's latest sample counts too: a job killed at its timeout writes nothing more,
+-- but the fabric, the drives and the pool keep reporting. One max over each table's ts column.
 data_end as (
     select
         greatest(
             (select max(end_ts) from per_checkpoint),
             (select max(start_ts) from started),
-            (select max(ingested_ts) from started)
+            (select max(ingested_ts) from started),
+            (select max(ts) from nvme_smart),
+            (select max(ts) from fabric_counters),
+            (select max(ts) from pool_metrics)
         ) as data_end_ts,
 ),
 
@@ -157,6 +169,7 @@ combined as (
         greatest(per_checkpoint.tier_max, unfinished.tier_max) as tier_max,
         coalesce(per_checkpoint.n_ranks, 0) as n_ranks,
         coalesce(per_checkpoint.n_ranks_not_ok, 0) as n_ranks_not_ok,
+        coalesce(per_checkpoint.n_timed_out, 0) as n_timed_out,
         coalesce(started.n_started, 0) as n_started,
         coalesce(unfinished.n_unfinished, 0) as n_unfinished,
         coalesce(per_checkpoint.bytes, 0) as bytes,
@@ -178,12 +191,13 @@ judged as (
     select
         combined.*,
         jobs.n_ranks as n_ranks_expected,
+        jobs.checkpoint_timeout_s,
         combined.n_unfinished > 0
             and (
                 jobs.checkpoint_timeout_s is null
                 or data_end.data_end_ts
                 >= combined.start_ts + to_seconds(jobs.checkpoint_timeout_s)
-            ) as timed_out,
+            ) as open_at_timeout,
         case
             when combined.n_unfinished = 0 then null
             when jobs.checkpoint_timeout_s is not null
@@ -211,6 +225,17 @@ with_window as (
     from judged
 ),
 
+reasoned as (
+    select
+        *,
+        case
+            when n_timed_out > 0 then 'status'
+            when open_at_timeout then 'unfinished'
+            when barrier_s >= checkpoint_timeout_s then 'barrier'
+        end as timeout_reason,
+    from with_window
+),
+
 final as (
     select
         job_id,
@@ -232,7 +257,9 @@ final as (
         max_s,
         barrier_s,
         n_unfinished > 0 as barrier_is_lower_bound,
-        timed_out,
+        timeout_reason is not null as timed_out,
+        n_timed_out,
+        timeout_reason,
         duration_quantiles[3] / nullif(duration_quantiles[1], 0) as p99_over_p50,
         slowest_rank,
         bytes / nullif(epoch(end_ts - start_ts), 0) as effective_bandwidth_bytes_per_s,
@@ -240,7 +267,7 @@ final as (
         write_p50_s,
         fsync_p50_s,
         close_p50_s,
-    from with_window
+    from reasoned
 )
 
 select * from final;

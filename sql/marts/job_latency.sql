@@ -6,7 +6,8 @@
 -- see sql/README.md. headroom = timeout - tail: headroom_s against the worst checkpoint,
 -- headroom_p99_s against the p99 barrier. barrier_trend_s_per_h: least-squares slope of the
 -- barrier time against the checkpoint's start time (positive: getting slower; null with fewer
--- than two distinct start times).
+-- than two distinct start times). n_timed_out: the job's checkpoints on the tier that timed out
+-- (checkpoint_latency.timed_out, whatever its reason).
 -- Contract: job_latency.contract.yml.
 create or replace view job_latency as
 with
@@ -23,6 +24,7 @@ per_job as (
         job_id,
         tier,
         count(*) as n_checkpoints,
+        count(*) filter (where timed_out) as n_timed_out,
         quantile_cont(barrier_s, [0.5, 0.9, 0.99]) as barrier_quantiles,
         max(barrier_s) as barrier_max_s,
         arg_max(step, barrier_s) as worst_step,
@@ -43,6 +45,7 @@ final as (
         per_job.job_id,
         per_job.tier,
         per_job.n_checkpoints,
+        per_job.n_timed_out,
         per_job.rank_p50_s,
         per_job.rank_p99_s,
         per_job.barrier_quantiles[1] as barrier_p50_s,

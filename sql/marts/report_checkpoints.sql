@@ -3,7 +3,8 @@
 -- stall, and the job's checkpoint timeout (from stg_jobs; null when the job is unknown). The
 -- report selects one UTC day with `where start_ts >= $t0 and start_ts < $t1`. A checkpoint whose
 -- ranks never finished carries n_unfinished, timed_out and barrier_is_lower_bound (see
--- checkpoint_latency); its rank p50 / p99 are null when no rank finished.
+-- checkpoint_latency); its rank p50 / p99 are null when no rank finished. A timed-out
+-- checkpoint says why (timeout_reason) and how many ranks' records say timeout (n_timed_out).
 create or replace view report_checkpoints as
 with
 stalls as (
@@ -28,6 +29,8 @@ final as (
         stalls.barrier_s,
         stalls.barrier_is_lower_bound,
         stalls.timed_out,
+        stalls.timeout_reason,
+        stalls.n_timed_out,
         stalls.baseline_s,
         stalls.is_stall,
         jobs.checkpoint_timeout_s as timeout_s,

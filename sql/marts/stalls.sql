@@ -6,7 +6,8 @@
 -- Detection looks at the barrier only: no checkpoint is a stall because a signal moved.
 -- Unfinished ranks (checkpoint_latency): the barrier of a checkpoint with unfinished ranks is
 -- a lower bound (barrier_is_lower_bound), judged against the baseline like any other; a
--- timed_out checkpoint is a stall whatever the ratio (it is the one that killed the job).
+-- timed_out checkpoint is a stall whatever the ratio (it is the one that killed the job), and
+-- carries why it timed out (timeout_reason: status, unfinished or barrier).
 -- Contract: stalls.contract.yml.
 create or replace view stalls as
 with
@@ -78,6 +79,8 @@ final as (
         barrier_s,
         barrier_is_lower_bound,
         timed_out,
+        timeout_reason,
+        n_timed_out,
         baseline_s,
         barrier_s / nullif(baseline_s, 0) as ratio_to_baseline,
         barrier_s - baseline_s as excess_s,

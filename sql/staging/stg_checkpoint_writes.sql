@@ -8,6 +8,8 @@
 -- such a node, tier or target takes the exact path too, so the rows of the others are read
 -- without those columns when a query needs none of them (checkpoint_latency): the limit is
 -- checked once, in the bitmap pass, not on every column of every row.
+-- status: the canonical value (canonical_status, sql/session.sql): the ingest writes it, and a
+-- lake written before the accepted spellings were normalised reads the same.
 create or replace view stg_checkpoint_writes as
 with
 rows_of_short_jobs as not materialized (
@@ -84,7 +86,7 @@ final as (
         write_s,
         fsync_s,
         close_s,
-        status,
+        canonical_status(status) as status,
         source_file,
         ingested_ts,
     from combined

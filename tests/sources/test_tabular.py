@@ -35,6 +35,26 @@ def test_jsonl_times_with_offsets_become_utc_and_duration_is_derived() -> None:
     assert row["open_s"] is None
 
 
+@pytest.mark.parametrize(("loader", "encode", "bad_line"),
+                         [(load_jsonl, None, 8), (load_csv, "csv", 9)])  # csv: the header
+def test_status_spellings_become_the_canonical_status(loader, encode, bad_line) -> None:  # type: ignore[no-untyped-def]
+    spellings = ["OK", " Error ", "TIMEOUT", "Timed_Out", "killed", "ABORTED", None, "done"]
+    rows = [{**ROW, "rank": i, "status": s} for i, s in enumerate(spellings)]
+    data = ("".join(json.dumps(r) + "\n" for r in rows).encode() if encode is None else
+            ("job_id,step,rank,node,tier,start_time,end_time,bytes,status\n" + "".join(
+                f"j,3,{i},n1,pool,{ROW['start_time']},{ROW['end_time']},123,{s or ''}\n"
+                for i, s in enumerate(spellings))).encode())
+    out = _read(loader, data, "checkpoint_writes")
+    [df] = out.frames["checkpoint_writes"]
+    assert df.sort("rank")["status"].to_list() == [
+        "ok", "error", "timeout", "timeout", "timeout", "timeout", "ok"]
+    [reject] = out.rejects
+    assert (reject.line, reject.reason) == (bad_line, "status must be one of ok, error, "
+                                                      "timeout, timed_out, killed, aborted "
+                                                      "(any case; or started for a start "
+                                                      "marker)")
+
+
 @pytest.mark.parametrize(("value", "expected"), [
     (1764288000.25, datetime(2025, 11, 28, 0, 0, 0, 250000, tzinfo=UTC)),
     ("1764288000", datetime(2025, 11, 28, tzinfo=UTC)),
@@ -267,8 +287,9 @@ def test_a_marker_is_checked_against_its_own_fields() -> None:
                                  "-2147483648 to 2147483647)"),
         (7, "checkpoint_starts", "job_id is 300 characters, over the limit of 256 "
                                  "(CKPTWATCH_MAX_FIELD_CHARS)"),
-        (8, "checkpoint_writes", "missing end_ts; status must be one of ok, error, timeout (or "
-                                 "started for a start marker)"),
+        (8, "checkpoint_writes", "missing end_ts; status must be one of ok, error, timeout, "
+                                 "timed_out, killed, aborted (any case; or started for a start "
+                                 "marker)"),
     ]
     assert out.frames["checkpoint_starts"][0]["rank"].to_list() == [0, 0, 1, 1]
 

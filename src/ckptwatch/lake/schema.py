@@ -196,6 +196,21 @@ TABLES: dict[str, Table] = {
 
 TIERS = ("local", "pool")
 STATUSES = ("ok", "error", "timeout")
+#: The canonical status of a rank that timed out.
+TIMED_OUT = "timeout"
+#: Every accepted spelling of a finished record's ``status`` (compared trimmed and in any case)
+#: and the canonical value the lake holds for it: a rank killed or aborted by the job's
+#: checkpoint timeout timed out. The input contract's one list: ``sources.tabular`` normalises
+#: with it, and ``sql/session.sql``'s ``canonical_status`` macro (staging's reading of lakes
+#: written before) spells the same list (tests/sql/test_timeouts.py holds them equal).
+STATUS_SPELLINGS: dict[str, str] = {
+    "ok": "ok",
+    "error": "error",
+    "timeout": TIMED_OUT,
+    "timed_out": TIMED_OUT,
+    "killed": TIMED_OUT,
+    "aborted": TIMED_OUT,
+}
 #: The status of an in-flight marker (a row of ``checkpoint_starts``, not ``checkpoint_writes``).
 STARTED = "started"
 ENVELOPE_SOURCES = (

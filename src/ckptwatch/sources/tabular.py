@@ -33,6 +33,7 @@ from ckptwatch.lake.schema import (
     FABRIC_COUNTERS,
     PROVENANCE,
     STARTED,
+    STATUS_SPELLINGS,
     STATUSES,
     TABLES,
     TIERS,
@@ -512,7 +513,8 @@ def _row_checks(table: str) -> list[tuple[pl.Expr, str | pl.Expr]]:
             (finished & (pl.col("bytes") < 0), "negative bytes"),
             (~pl.col("tier").is_in(TIERS), f"tier must be one of {', '.join(TIERS)}"),
             (finished & ~pl.col("status").is_in(STATUSES),
-             f"status must be one of {', '.join(STATUSES)} (or {STARTED} for a start marker)"),
+             f"status must be one of {', '.join(STATUS_SPELLINGS)} (any case; or {STARTED} "
+             "for a start marker)"),
             (pl.col("step") < 0, "negative step"),
             (pl.col("rank") < 0, "negative rank"),
         ]
@@ -689,8 +691,12 @@ def _type_frame(frame: Frame, table: str, seen: _FileSeen, rejects: Rejects, *,
                          *[pl.col(col).alias(f"__o{i}") for i, (col, _) in
                            enumerate(readable.items()) if col in df.columns])
     if checkpoints:
-        typed = typed.with_columns(pl.col("status").fill_null("ok").str.to_lowercase(),
-                                   pl.col("tier").str.to_lowercase())
+        # the lake holds one spelling per status (lake.schema.STATUS_SPELLINGS); an unknown
+        # one stays as written, for the status check below to name
+        status = pl.col("status").fill_null("ok").str.strip_chars().str.to_lowercase()
+        typed = typed.with_columns(
+            status.replace(STATUS_SPELLINGS).alias("status"),
+            pl.col("tier").str.to_lowercase())
     flags = {i: pl.col(f"__b{i}").fill_null(False) & applies(col) for i, col, *_ in reasons}
     # computed once, as a column: every "missing" check reads it
     typed = typed.with_columns((pl.any_horizontal(list(flags.values())) if flags
