@@ -219,6 +219,19 @@ def _inflight_annotations(f: InFlight, h: JobHeadroom | None, ctx: _Context,
     return ann
 
 
+Notes = Callable[[Severity | None, str | None], dict[str, str]]
+
+
+def _tail_notes(h: JobHeadroom, ctx: _Context) -> Notes:
+    """(severity, why resolved) -> the tail alert's annotations."""
+    return lambda severity, resolved: _annotations(h, severity, ctx, resolved)
+
+
+def _inflight_notes(f: InFlight, h: JobHeadroom | None, ctx: _Context) -> Notes:
+    """(severity, why resolved) -> the in-flight alert's annotations."""
+    return lambda _severity, resolved: _inflight_annotations(f, h, ctx, resolved)
+
+
 def _holds(severity: Severity, h: JobHeadroom, margin_s: float) -> bool:
     """Is the tail still within the hysteresis band of ``severity``?"""
     if severity == "critical":
@@ -274,9 +287,8 @@ class _Run:
         self.firing[rec.fingerprint] = rec
 
     def step(self, slot: tuple[str, str, str], rec: AlertRecord | None,
-             target: Severity | None, ok: int,
-             notes: Callable[[Severity | None, str | None], dict[str, str]],
-             data_at: datetime | None, news: bool = False) -> None:
+             target: Severity | None, ok: int, notes: Notes, data_at: datetime | None,
+             news: bool = False) -> None:
         """Fire, hold, re-send or resolve the alert of ``slot``; ``news``: what it says has
         changed in kind (an open checkpoint reached its timeout): send the update now."""
         alertname, job_id, tier = slot
@@ -355,21 +367,22 @@ def evaluate(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSetti
             skipped.setdefault(key, stale)
     tails = {(h.job_id, h.tier): h for h in assessed}
     ctx = _Context(now, settings, causes, last_checkpoint, newest)
-    by_slot = {rec.slot: replace(rec) for rec in prev.firing.values()}  # don't mutate the input
+    by_slot: dict[tuple[str, str, str], AlertRecord] = {
+        rec.slot: replace(rec) for rec in prev.firing.values()}  # don't mutate the input
     run = _Run(now, settings)
 
     for key, h in sorted(tails.items()):
-        rec = by_slot.pop((TAIL_ALERT, *key), None)
-        target, ok = _tail_target(h, rec, settings)
-        run.step((TAIL_ALERT, *key), rec, target, ok,
-                 lambda sev, why, h=h: _annotations(h, sev, ctx, why), newest.get(key[0]))
+        slot = (TAIL_ALERT, key[0], key[1])
+        held = by_slot.pop(slot, None)
+        target, ok = _tail_target(h, held, settings)
+        run.step(slot, held, target, ok, _tail_notes(h, ctx), newest.get(key[0]))
 
     for key, f in sorted(open_now.items()) if known else ():
-        rec = by_slot.pop((INFLIGHT_ALERT, *key), None)
-        news = (f.timed_out and rec is not None
-                and rec.annotations.get("timed_out") != "true")
-        run.step((INFLIGHT_ALERT, *key), rec, f.level, 0,
-                 lambda sev, why, f=f: _inflight_annotations(f, tails.get(f.key), ctx, why),
+        slot = (INFLIGHT_ALERT, key[0], key[1])
+        held = by_slot.pop(slot, None)
+        news = (f.timed_out and held is not None
+                and held.annotations.get("timed_out") != "true")
+        run.step(slot, held, f.level, 0, _inflight_notes(f, tails.get(key), ctx),
                  newest.get(key[0]), news)
 
     for (alertname, job_id, tier), rec in sorted(by_slot.items()):  # no longer assessed
