@@ -49,4 +49,5 @@
 .read sql/marts/report_checkpoints.sql
 .read sql/marts/stall_ranks.sql
 .read sql/marts/checkpoint_ranks.sql
+.read sql/marts/stall_coverage.sql
 .read sql/marts/stall_signals.sql

@@ -15,12 +15,15 @@
 -- this view and stall_signals (its baseline_level) both read. Grain: one row per series
 -- (host, family, signal_group, device, port, signal); kind; n_samples (the values x it rests
 -- on); median_interval_s; median_x (counters: the median interval rate, gauges: the median
--- value); mad_x (the median of |x - median_x|). x is a counter's rate_per_s over its intervals
--- that are no reset (a reset interval's rate is the restarted counter's value over the
--- interval: not the series' rate), a gauge's value. One scan of the samples: each series'
--- values are gathered once, and its median and MAD are both taken of that list (the same
--- median as the aggregate's: the list's values are the values). A macro, not a view, so that
--- ckptwatch.analysis.stalls.pinned_views can have both readers read one computed table.
+-- value); mad_x (the median of |x - median_x|); source_table (the lake table of its samples: a
+-- series' host, device and port are of one table); first_ts, last_ts: the time it spans (the
+-- start of its first counted interval, its last sample), which stall_coverage reads. x is a
+-- counter's rate_per_s over its intervals that are no reset (a reset interval's rate is the
+-- restarted counter's value over the interval: not the series' rate), a gauge's value. One
+-- scan of the samples: each series' values are gathered once, and its median and MAD are both
+-- taken of that list (the same median as the aggregate's: the list's values are the values).
+-- A macro, not a view, so that ckptwatch.analysis.stalls.pinned_views can have both readers
+-- read one computed table.
 create or replace macro int_signal_series() as table
 with
 samples as (
@@ -39,6 +42,9 @@ series_values as (
         port,
         signal,
         kind,
+        source_table,
+        ts,
+        prev_ts,
         interval_s,
         case when kind = 'counter' then rate_per_s else value end as x,
     from samples
@@ -56,8 +62,11 @@ series_lists as (
         port,
         signal,
         any_value(kind) as kind,
+        any_value(source_table) as source_table,
         count(x) as n_samples,
         median(interval_s) as median_interval_s,
+        min(coalesce(prev_ts, ts)) as first_ts,
+        max(ts) as last_ts,
         list(x) filter (where x is not null) as xs,
     from series_values
     group by host, family, signal_group, device, port, signal

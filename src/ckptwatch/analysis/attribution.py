@@ -29,8 +29,26 @@ import polars as pl
 from ckptwatch.analysis.stalls import FEATURES, Z_ELEVATED
 
 CAUSES = ("gc", "metadata", "fabric_pause")
+#: Telemetry was there and no cause stands out.
 UNKNOWN = "unknown"
-LABELS = (*CAUSES, UNKNOWN)
+#: None of the telemetry any cause needs reached the slow ranks' hosts: nothing could be
+#: judged (``stall_coverage``). Never a model class: the rules decide it before any score.
+NO_TELEMETRY = "no_telemetry"
+#: What the model learns and predicts (a simulated stall's truth is one of these).
+MODEL_LABELS = (*CAUSES, UNKNOWN)
+#: Every top label a stall can get (``evaluate`` counts each).
+LABELS = (*MODEL_LABELS, NO_TELEMETRY)
+#: The telemetry families (``stall_coverage``'s ``has_*`` columns) each cause is judged on:
+#: with none of them, the cause cannot be judged, whatever its features say.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "gc": ("smart", "pool_gc"),
+    "metadata": ("pool_metadata", "phases"),
+    "fabric_pause": ("fabric",),
+}
+#: The telemetry feeds (``stall_coverage``): with none of them, a stall where no cause stands
+#: out is ``no_telemetry``. Phases come with the checkpoint records: they can show a metadata
+#: stall, but their silence clears neither gc nor a fabric pause.
+FEEDS = ("fabric", "smart", "pool")
 #: Below this score a supported cause is still listed, but never as the top cause.
 MIN_TOP_SCORE = 0.2
 #: A signal supports a cause when it singles out the slow ranks' hosts: the share of them on
@@ -183,7 +201,7 @@ def feature_matrix(features: pl.DataFrame) -> np.ndarray:
 
 
 class AttributionModel:
-    """A scikit-learn classifier over ``FEATURES`` (``LABELS`` as classes)."""
+    """A scikit-learn classifier over ``FEATURES`` (``MODEL_LABELS`` as classes)."""
 
     def __init__(self, estimator: Any, meta: dict[str, Any], calibration: Any = None) -> None:
         self.estimator = estimator
@@ -195,7 +213,7 @@ class AttributionModel:
     @classmethod
     def train(cls, features: pl.DataFrame, labels: list[str], *, seed: int = 0,
               meta: dict[str, Any] | None = None) -> AttributionModel:
-        """Fit on labelled stalls (labels from ``LABELS``)."""
+        """Fit on labelled stalls (labels from ``MODEL_LABELS``)."""
         from sklearn.ensemble import GradientBoostingClassifier
 
         from ckptwatch.errors import ModelError
@@ -235,7 +253,8 @@ class AttributionModel:
         classes = sorted(set(labels))
         scores, right = [], []
         for row, p, truth in zip(features.iter_rows(named=True), proba, labels, strict=True):
-            probs = {c: float(p[classes.index(c)]) if c in classes else 0.0 for c in LABELS}
+            probs = {c: float(p[classes.index(c)]) if c in classes else 0.0
+                     for c in MODEL_LABELS}
             top = attribute_one(row, probs)[0]
             scores.append(top.score)
             right.append(float(top.cause == truth))
@@ -257,7 +276,7 @@ class AttributionModel:
             return []
         proba = self.estimator.predict_proba(feature_matrix(features))
         classes = list(self.estimator.classes_)
-        return [{c: float(p[classes.index(c)]) if c in classes else 0.0 for c in LABELS}
+        return [{c: float(p[classes.index(c)]) if c in classes else 0.0 for c in MODEL_LABELS}
                 for p in proba]
 
     def save(self, path: Path) -> None:
@@ -285,12 +304,53 @@ class AttributionModel:
         return cls(blob["estimator"], blob["meta"], blob.get("calibration"))
 
 
+def judgeable(coverage: Mapping[str, Any] | None) -> dict[str, bool]:
+    """Per cause: whether any family it needs (``NEEDS``) reached the stall (``coverage``: a
+    ``stall_coverage`` row; None: coverage unknown, every cause judged as before)."""
+    if coverage is None:
+        return dict.fromkeys(CAUSES, True)
+    return {c: any(bool(coverage.get(f"has_{fam}")) for fam in fams)
+            for c, fams in NEEDS.items()}
+
+
+def _names(items: list[str], limit: int = 4) -> str:
+    return _hosts(sorted(items), limit)
+
+
+def coverage_evidence(coverage: Mapping[str, Any] | None, f: Mapping[str, Any]) -> list[str]:
+    """One line per cause that cannot be judged: which telemetry did not reach which hosts."""
+    if coverage is None:
+        return []
+    can = judgeable(coverage)
+    out = []
+    if not can["fabric_pause"]:
+        leaves = list(coverage.get("fabric_missing_leaves") or [])
+        nodes = list(coverage.get("fabric_missing_nodes") or f.get("slow_nodes") or [])
+        where = (f"{_names(leaves)}'s nodes ({_names(nodes)})" if leaves
+                 else f"the slow ranks' nodes ({_names(nodes)})" if nodes
+                 else "the slow ranks' nodes")
+        out.append(f"no fabric counters (pause / PortXmitWait) reached {where}: fabric_pause "
+                   "cannot be judged")
+    targets = list(f.get("slow_targets") or [])
+    on_targets = f"the slow ranks' targets ({_names(targets)})" if targets else \
+        "the slow ranks' targets"
+    if not can["gc"]:
+        out.append(f"no SMART or pool GC telemetry reached {on_targets}: gc cannot be judged")
+    if not can["metadata"]:
+        out.append(f"no pool metadata telemetry reached {on_targets} and the slow ranks' "
+                   "records carry no phase seconds: metadata cannot be judged")
+    return out
+
+
 def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None,
                   calibrate: Callable[[float], float] | None = None) -> list[CauseVerdict]:
-    """Ranked causes of one stall (``unknown`` first when nothing supports a cause).
-    ``calibrate``: maps each ranked score to a calibrated one (``AttributionModel.calibrate``),
-    after ranking on the raw scores."""
+    """Ranked causes of one stall (``unknown`` first when nothing supports a cause;
+    ``no_telemetry``, score 0, instead when none of the ``FEEDS`` reached the stall:
+    ``f["coverage"]``, a ``stall_coverage`` row). ``calibrate``: maps each ranked score to a
+    calibrated one (``AttributionModel.calibrate``), after ranking on the raw scores."""
     verdicts = rule_verdicts(f)
+    coverage = f.get("coverage")
+    can = judgeable(coverage)
     for v in verdicts:
         if proba is not None:
             v.model_score = proba.get(v.cause, 0.0)
@@ -298,14 +358,28 @@ def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None
         if not v.supported:
             v.score = 0.0
     ranked = sorted((v for v in verdicts if v.supported), key=lambda v: -v.score)
+    gaps = coverage_evidence(coverage, f)
+    no_feed = coverage is not None and not any(coverage.get(f"has_{f}") for f in FEEDS)
+    if (not ranked or ranked[0].score < MIN_TOP_SCORE) and coverage is not None and no_feed:
+        judged = [c for c, ok in can.items() if ok]
+        none = CauseVerdict(NO_TELEMETRY, 0.0, False, 0.0, None, [
+            "no fabric, SMART or pool telemetry reached the slow ranks' hosts during the window "
+            + (f"(only {', '.join(coverage.get('telemetry') or [])}): "
+               if coverage.get("telemetry") else "(nor phases nor topology): ")
+            + (f"only {', '.join(judged)} could be judged, and it does not stand out" if judged
+               else "no cause can be judged"), *gaps])
+        return [none, *ranked]
     if not ranked or ranked[0].score < MIN_TOP_SCORE:
         p_unknown = proba.get(UNKNOWN) if proba else None
-        top = 1.0 - (ranked[0].score if ranked else 0.0)
+        # Sure that nothing stands out only as far as the causes that could be judged.
+        top = (1.0 - (ranked[0].score if ranked else 0.0)) * sum(can.values()) / len(can)
         unknown = CauseVerdict(UNKNOWN, top if p_unknown is None else 0.5 * (top + p_unknown),
                                True, top, p_unknown,
                                ["no signal of gc, metadata or a fabric pause stands out on the "
-                                "slow ranks' hosts during the window"])
+                                "slow ranks' hosts during the window", *gaps])
         ranked = [unknown, *ranked]
+    elif gaps:
+        ranked[0].evidence = [*ranked[0].evidence, *gaps]
     if calibrate is not None:
         for v in ranked:
             v.score = calibrate(v.score)

@@ -35,7 +35,7 @@ from ckptwatch.lake.query import connect
 #: The views attribution reads (``stall_features``): a connection for it builds only these
 #: and what they read.
 ATTRIBUTION_VIEWS = ("stalls", "stall_ranks", "stall_signals", "int_signal_noise",
-                     "counter_windows")
+                     "counter_windows", "stall_coverage")
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,25 @@ class StallRecord:
     unfinished_nodes: tuple[str, ...] = ()
     unfinished_leaves: tuple[str, ...] = ()
     unfinished_targets: tuple[str, ...] = ()
+    #: Which telemetry families reached the slow ranks' hosts during the window
+    #: (``stall_coverage``: ``telemetry``, ``missing``, ``has_*``, …); empty: not known.
+    coverage: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def telemetry(self) -> tuple[str, ...]:
+        """The telemetry families that reached the stall (fabric, smart, pool, topology,
+        phases)."""
+        return tuple(self.coverage.get("telemetry") or ())
+
+    @property
+    def missing_telemetry(self) -> tuple[str, ...]:
+        """The families that did not."""
+        return tuple(self.coverage.get("missing") or ())
 
     @property
     def cause(self) -> str:
-        """The top cause (``unknown`` when nothing supports one)."""
+        """The top cause (``unknown`` when nothing supports one, ``no_telemetry`` when no
+        cause could be judged)."""
         return self.causes[0].cause
 
     @property
@@ -97,6 +112,9 @@ class StallRecord:
             out[k] = list(getattr(self, k))
         out["never_finished"] = self.never_finished
         out["cause"] = self.cause
+        out["telemetry"] = list(self.telemetry)
+        out["missing_telemetry"] = list(self.missing_telemetry)
+        out["coverage"] = dict(self.coverage)
         out["causes"] = [v.to_dict() for v in self.causes]
         out["features"] = dict(self.features)
         return out
@@ -161,6 +179,7 @@ def stall_records(features: pl.DataFrame,
             n_unfinished=int(row.get("n_unfinished") or 0),
             timed_out=bool(row.get("timed_out")),
             barrier_is_lower_bound=bool(row.get("barrier_is_lower_bound")),
+            coverage=dict(row.get("coverage") or {}),
             **{k: tuple(row.get(k) or ()) for k in _UNFINISHED_LISTS}))
     return tuple(out)
 

@@ -40,8 +40,8 @@ def detect_stalls(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.
     """Every stall (optionally of one job), oldest first."""
     return run_sql(con, """
         select job_id, step, tier, start_ts, end_ts, n_ranks, n_started, n_unfinished,
-               p50_s, p99_s, barrier_s, barrier_is_lower_bound, timed_out, baseline_s,
-               ratio_to_baseline, excess_s, n_stragglers
+               p50_s, p99_s, barrier_s, barrier_is_lower_bound, timed_out, timeout_reason,
+               n_timed_out, baseline_s, ratio_to_baseline, excess_s, n_stragglers
         from stalls
         where is_stall and ($job is null or job_id = $job)
         order by start_ts, job_id, step
@@ -341,12 +341,32 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
                 and list_contains($hosts, host)
             group by job_id, step, host, family
         """, {"job": job, "hosts": hosts})
+        coverage = {(r["job_id"], int(r["step"])): r for r in run_sql(
+            con, "select * from stall_coverage where ($job is null or job_id = $job)",
+            {"job": job}).iter_rows(named=True)}
     rows = []
     for st in stalls.iter_rows(named=True):
         key = (pl.col("job_id") == st["job_id"]) & (pl.col("step") == st["step"])
+        cov = coverage.get((st["job_id"], int(st["step"])))
         rows.append({**st, **features_of(ranks.filter(key), signals.filter(key), noise,
-                                         history.filter(pl.col("job_id") == st["job_id"]))})
+                                         history.filter(pl.col("job_id") == st["job_id"])),
+                     "coverage": None if cov is None else coverage_of(cov)})
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+#: The ``stall_coverage`` columns a stall's ``coverage`` carries (its key left out).
+COVERAGE_COLUMNS = (
+    "telemetry", "missing", "has_fabric", "has_smart", "has_pool", "has_pool_gc",
+    "has_pool_metadata", "has_topology", "has_phases", "n_nodes", "n_fabric_nodes",
+    "n_targets", "n_smart_targets", "n_pool_gc_targets", "n_pool_metadata_targets",
+    "fabric_missing_nodes", "fabric_missing_leaves",
+)
+
+
+def coverage_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A stall's ``coverage``: its ``stall_coverage`` row, lists as lists."""
+    return {k: list(row[k]) if isinstance(row[k], (list, tuple)) else row[k]
+            for k in COVERAGE_COLUMNS}
 
 
 def _against_checkpoints(fab: pl.DataFrame, history: pl.DataFrame | None,

@@ -438,6 +438,10 @@ def render_ingest(report: IngestReport, *, max_notes: int = 10) -> str:
         lines.append(f"  note: {n}")
     if len(notes) > max_notes:
         lines.append(f"  … {len(notes) - max_notes} more notes")
+    from ckptwatch.ingest.run import unused_metrics_lines
+
+    lines += [f"  unused metric names: {line}" for line in unused_metrics_lines(
+        report.unused_metrics)]
     return "\n".join(escape_controls(line) for line in lines)  # file names come from disk
 
 

@@ -34,9 +34,11 @@ def _scenario_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=16, help="nodes per scenario (default 16)")
     p.add_argument("--hours", type=float, default=6.0, help="hours per scenario (default 6)")
     p.add_argument("--families", default="varied",
-                   help="scenario families the seeds cycle through: varied (default: every "
-                   "family: base, coarse_smart, local_wa_only, weak, background, no_topology, "
-                   "no_phases, no_ocp, no_pool) or a comma list of them")
+                   help="scenario families the seeds cycle through: varied (default: base, "
+                   "coarse_smart, local_wa_only, weak, background, no_topology, no_phases, "
+                   "no_ocp, no_pool) or a comma list of those and checkpoints_only (checkpoint "
+                   "records and jobs, no SMART, fabric, pool or topology: the stalls' label "
+                   "is then no_telemetry)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -134,7 +136,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f": detection precision {complete.precision:.3f}, recall {complete.recall:.3f}, "
               f"cause macro-F1 {complete.macro_f1:.3f}")
     print("per scenario family (wrong_cause: given a cause that is not the truth; unknown: "
-          "left unknown)")
+          "left unknown; no_telemetry: no SMART, fabric or pool telemetry reached the stall)")
     print(render_table(report.per_family(), float_precision=3))
     print("reliability of the top cause's score (accuracy: how often it was the true cause)")
     print(render_table(report.reliability(), float_precision=3))

@@ -65,6 +65,127 @@ class IngestReport:
         """Records quarantined in this run."""
         return sum(f.quarantined for f in self.files)
 
+    @property
+    def unused_metrics(self) -> list[UnusedMetrics]:
+        """The metric names of this run's files that no analysis reads
+        (:func:`unused_metric_names`; read from the lake once, when first asked)."""
+        if self._unused is None:
+            self._unused = unused_metric_names(self.lake, self.files)
+        return self._unused
+
+    _unused: list[UnusedMetrics] | None = field(default=None, repr=False, compare=False)
+
+
+#: The lake tables of named metrics, and the column naming them: a name the signal catalog
+#: (sql/intermediate/int_signal_catalog.sql) does not map is kept but read by no analysis.
+METRIC_TABLES = {"fabric_counters": "counter", "nvme_smart": "metric",
+                 "pool_metrics": "metric"}
+
+
+@dataclass(frozen=True)
+class UnusedMetrics:
+    """One ingested file's metric names that no analysis reads (rows per name), and how many of
+    its names are read."""
+
+    file: str
+    table: str
+    names: dict[str, int]
+    n_used: int
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form (the report's ``ingest.unused_metrics``)."""
+        return {"file": self.file, "table": self.table, "names": dict(self.names),
+                "n_used": self.n_used}
+
+
+def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[UnusedMetrics]:
+    """Per file ingested with rows of ``METRIC_TABLES``: the names of its rows that match no
+    rule of the signal catalog (``int_signal_catalog``, the one list of the names the analysis
+    reads), counted. Reads the name column of those files' own parts only."""
+    import duckdb
+
+    from ckptwatch.lake.query import sql_dir
+
+    rels = {f.rel for f in files
+            if f.status == "ingested" and any(f.rows.get(t) for t in METRIC_TABLES)}
+    if not rels:
+        return []
+    root = Path(lake_root)
+    parts: dict[str, list[str]] = {}
+    for entry in Lake(root).manifest():
+        if entry.path in rels:
+            for rel in entry.parts:
+                table = rel.split("/", 1)[0]
+                if table in METRIC_TABLES:
+                    parts.setdefault(table, []).append(str(root / rel))
+    out: list[UnusedMetrics] = []
+    con = duckdb.connect()
+    try:
+        con.execute((sql_dir() / "intermediate" / "int_signal_catalog.sql").read_text())
+        for table, paths in sorted(parts.items()):
+            # The column name is a constant of METRIC_TABLES, not input.
+            rows = con.execute(f"""
+                with names as (
+                    select source_file, "{METRIC_TABLES[table]}" as name, count(*) as n,
+                    from read_parquet($paths)
+                    group by all
+                )
+                select
+                    names.source_file,
+                    names.name,
+                    names.n,
+                    exists (
+                        select 1 from int_signal_catalog as catalog
+                        where catalog.source_table = $table
+                            and regexp_full_match(names.name, catalog.signal_pattern)
+                    ) as used,
+                from names
+                order by names.source_file, names.name
+            """, {"paths": paths, "table": table}).fetchall()
+            per_file: dict[str, tuple[dict[str, int], int]] = {}
+            for source_file, name, n, used in rows:
+                names, n_used = per_file.get(source_file, ({}, 0))
+                if used:
+                    n_used += 1
+                else:
+                    names[name] = int(n)
+                per_file[source_file] = (names, n_used)
+            out += [UnusedMetrics(safe_text(f), table, names, n_used)
+                    for f, (names, n_used) in per_file.items() if names]
+    finally:
+        con.close()
+    return out
+
+
+def unused_metrics_lines(unused: Sequence[UnusedMetrics], *, max_names: int = 8,
+                         max_files: int = 5) -> list[str]:
+    """The summary lines: per table, each unused name once (rows over the run), the files
+    with such names (how many of each file's names are unused); first, every file whose names
+    are all unused (a misnamed feed: nothing of it reaches the analysis)."""
+    lines = []
+    for u in unused:
+        if u.n_used == 0:
+            names = sorted(u.names)
+            shown = ", ".join(names[:max_names]) + (
+                f" +{len(names) - max_names}" if len(names) > max_names else "")
+            lines.append(f"{u.file}: none of its {len(names)} {u.table} name(s) is read by the "
+                         f"analysis ({shown}); its rows are kept (see docs/formats.md for the "
+                         "names each signal needs)")
+    for table in sorted({u.table for u in unused}):
+        of = [u for u in unused if u.table == table]
+        rows: dict[str, int] = {}
+        for u in of:
+            for name, n in u.names.items():
+                rows[name] = rows.get(name, 0) + n
+        names = sorted(rows, key=lambda k: (-rows[k], k))
+        shown = ", ".join(f"{k} ({rows[k]:,})" for k in names[:max_names]) + (
+            f" +{len(names) - max_names} more" if len(names) > max_names else "")
+        files = ", ".join(f"{u.file} {len(u.names)}" for u in of[:max_files]) + (
+            f" +{len(of) - max_files} more" if len(of) > max_files else "")
+        lines.append(f"{table}: {len(names)} name(s) no analysis reads, rows kept: {shown}; "
+                     f"in {len(of)} file(s): {files}")
+    return lines
+
 
 def ingest(raw_dir: Path, lake_root: Path, *,
            progress: Callable[[int, int, str], None] | None = None,

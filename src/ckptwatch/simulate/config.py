@@ -12,7 +12,7 @@ DEFAULT_START = "2026-11-28T00:00:00Z"
 FORMAT_MIXES = ("default", "world")
 GC_EVIDENCE = ("full", "wa_only")
 SIGNAL_STRENGTHS = ("strong", "weak")
-OMITTABLE = ("topology", "phases", "ocp", "pool")
+OMITTABLE = ("topology", "phases", "ocp", "pool", "smart", "fabric")
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class SimulationConfig:
     background_per_stall: float = 0.0
     #: Telemetry families left out of the scenario (``OMITTABLE``): ``topology`` (no
     #: topology.csv), ``phases`` (no open/write/fsync/close columns), ``ocp`` (no OCP SMART:
-    #: no media bytes written, so no write amplification), ``pool`` (no pool metrics).
+    #: no media bytes written, so no write amplification), ``pool`` (no pool metrics),
+    #: ``smart`` (no SMART files), ``fabric`` (no fabric counter files).
     omit: tuple[str, ...] = ()
 
     def start_epoch(self) -> float:

@@ -19,7 +19,14 @@ from typing import Any
 
 import polars as pl
 
-from ckptwatch.analysis.attribution import LABELS, UNKNOWN, AttributionModel, attribute
+from ckptwatch.analysis.attribution import (
+    LABELS,
+    MODEL_LABELS,
+    NO_TELEMETRY,
+    UNKNOWN,
+    AttributionModel,
+    attribute,
+)
 from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.analysis.stalls import stall_features
 from ckptwatch.ingest.run import ingest
@@ -33,6 +40,8 @@ SCENARIO = {"nodes": 16, "hours": 6.0}
 #: ``smart`` in a family draws a SMART interval of 1-5 minutes from the seed (each drive then
 #: samples at 0.67-1.33x it, with jitter). The ``no_*`` families leave one telemetry family out:
 #: each must give ``unknown`` or a lower score, never a confident wrong cause.
+#: ``checkpoints_only``: checkpoint records (with phases) and jobs, no telemetry feed (day one
+#: on a cluster): its stalls are ``no_telemetry`` unless the phases show a metadata stall.
 FAMILIES: dict[str, dict[str, Any]] = {
     "base": {},
     "coarse_smart": {"smart": True},
@@ -43,7 +52,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "no_phases": {"omit": ("phases",)},
     "no_ocp": {"omit": ("ocp",)},
     "no_pool": {"omit": ("pool",)},
+    "checkpoints_only": {"omit": ("topology", "pool", "smart", "fabric")},
 }
+#: What ``varied`` cycles through (the training and evaluation default; ``checkpoints_only`` is
+#: asked for by name, so the seeds keep their families).
+VARIED = tuple(f for f in FAMILIES if f != "checkpoints_only")
 #: Families with every telemetry family present: the headline figures.
 COMPLETE_FAMILIES = ("base", "coarse_smart", "local_wa_only", "weak", "background")
 
@@ -67,11 +80,11 @@ def family_options(family: str, seed: int) -> dict[str, Any]:
 
 
 def parse_families(text: str) -> tuple[str, ...]:
-    """``varied`` (every family), ``base``, or a comma list of ``FAMILIES`` names."""
+    """``varied`` (``VARIED``), ``base``, or a comma list of ``FAMILIES`` names."""
     from ckptwatch.errors import UsageError
 
     if text == "varied":
-        return tuple(FAMILIES)
+        return VARIED
     names = tuple(x.strip() for x in text.split(",") if x.strip())
     bad = [x for x in names if x not in FAMILIES]
     if bad or not names:
@@ -149,7 +162,8 @@ def train_model(seeds: list[int], *, progress: Callable[[str], None] | None = No
     features = pl.concat(frames, how="diagonal_relaxed")
     model = AttributionModel.train(features, labels, meta={
         "training_seeds": seeds, "scenario": {**SCENARIO, **scenario},
-        "families": list(families), "labels": {lab: labels.count(lab) for lab in LABELS}})
+        "families": list(families),
+        "labels": {lab: labels.count(lab) for lab in MODEL_LABELS}})
     model.fit_calibration(features, labels)
     return model
 
@@ -223,14 +237,16 @@ class EvalReport:
 
     @property
     def wrong_cause_rate(self) -> float:
-        """Stalls given a cause (not ``unknown``) that is not their true primary cause."""
+        """Stalls given a cause (not ``unknown`` nor ``no_telemetry``) that is not their true
+        primary cause."""
         wrong = sum(1 for t, p in zip(self.truth, self.predicted, strict=True)
-                    if p != UNKNOWN and p != t)
+                    if p not in (UNKNOWN, NO_TELEMETRY) and p != t)
         return wrong / len(self.truth) if self.truth else 0.0
 
     def per_family(self) -> pl.DataFrame:
         """Per scenario family: stalls, detection precision/recall, macro-F1, accuracy, the
-        share given a wrong cause, the share left unknown, the mean top score."""
+        share given a wrong cause, the shares left unknown and labelled no_telemetry, the mean
+        top score."""
         rows = []
         for fam in dict.fromkeys([*self.detection_by_family, *self.families]):
             sub = self.subset([fam])
@@ -242,11 +258,13 @@ class EvalReport:
                              / n if n else 0.0),
                 "wrong_cause": sub.wrong_cause_rate,
                 "unknown": sub.predicted.count(UNKNOWN) / n if n else 0.0,
+                "no_telemetry": sub.predicted.count(NO_TELEMETRY) / n if n else 0.0,
                 "mean_score": sum(sub.scores) / n if n else 0.0})
         return pl.DataFrame(rows, schema={"family": pl.Utf8, "stalls": pl.Int64,
                                           "precision": pl.Float64, "recall": pl.Float64,
                                           "macro_f1": pl.Float64, "accuracy": pl.Float64,
                                           "wrong_cause": pl.Float64, "unknown": pl.Float64,
+                                          "no_telemetry": pl.Float64,
                                           "mean_score": pl.Float64})
 
     def reliability(self) -> pl.DataFrame:

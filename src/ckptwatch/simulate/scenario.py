@@ -151,21 +151,23 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
         pool.write_csv(out / "pool" / "pool_metrics.csv")
         record(out / "pool" / "pool_metrics.csv", pool.height)
     say("simulate: pool metrics written")
-    for path, rows in write_smart(out / "smart", cluster, load, incidents, bg, t0, t1,
-                                  cfg.smart_interval_s, r_smart, progress,
-                                  mix=cfg.format_mix, with_ocp="ocp" not in cfg.omit,
-                                  wa_noise=0.03 if cfg.signal_strength == "weak" else 0.01
-                                  ).items():
-        record(path, rows)
-    traffic = np.full(cfg.nodes, 0.05 * GB)
-    for job in jobs:
-        traffic[job.nodes] = job.traffic_bps
-    ts, counters = fabric_counters(cluster, load, incidents, traffic, resets, t0, t1,
-                                   cfg.fabric_interval_s, r_fab)
-    for path, rows in write_fabric(out / "fabric", cluster, ts, counters, cfg.fabric_format,
-                                   r_fab, progress, mix=cfg.format_mix,
-                                   nics=cfg.nics_per_node, mix_rng=r_mix).items():
-        record(path, rows)
+    if "smart" not in cfg.omit:
+        for path, rows in write_smart(out / "smart", cluster, load, incidents, bg, t0, t1,
+                                      cfg.smart_interval_s, r_smart, progress,
+                                      mix=cfg.format_mix, with_ocp="ocp" not in cfg.omit,
+                                      wa_noise=0.03 if cfg.signal_strength == "weak" else 0.01
+                                      ).items():
+            record(path, rows)
+    if "fabric" not in cfg.omit:
+        traffic = np.full(cfg.nodes, 0.05 * GB)
+        for job in jobs:
+            traffic[job.nodes] = job.traffic_bps
+        ts, counters = fabric_counters(cluster, load, incidents, traffic, resets, t0, t1,
+                                       cfg.fabric_interval_s, r_fab)
+        for path, rows in write_fabric(out / "fabric", cluster, ts, counters,
+                                       cfg.fabric_format, r_fab, progress, mix=cfg.format_mix,
+                                       nics=cfg.nics_per_node, mix_rng=r_mix).items():
+            record(path, rows)
     labels = _labels(cfg, seed, cluster, jobs, incidents, resets, hang)
     (out / "labels.json").write_text(json.dumps(labels, indent=1) + "\n", encoding="utf-8")
     record(out / "labels.json", len(labels["incidents"]) + len(labels["stalls"]))
