@@ -17,8 +17,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "alerts", help="warn before a job's checkpoint tail reaches its timeout",
         description="For every job in the lake: the tail of its barrier time over the trailing "
         "window, the headroom to checkpoint_timeout_s, and a forecast of the tail. Prints the "
-        "alerts due now in Alertmanager's format (firing, and resolved when the tail has "
-        "recovered). Without --send nothing is sent or recorded; with --send they go to the "
+        "alerts due now in Alertmanager's format (CheckpointTailNearTimeout firing, and "
+        "resolved when the tail has recovered; the watcher's CheckpointInFlightNearTimeout is "
+        "left to it). A job whose newest record is older than its staleness horizon "
+        "(max(stale_after_s, stale_intervals x its checkpoint interval): 1 day or 3 intervals "
+        "by default) is not evaluated and its alerts resolve; --now looks at an old lake as of "
+        "its own time. Without --send nothing is sent or recorded; with --send they go to the "
         "sinks of the config file (JSON Lines, webhook, Alertmanager) and the alert state in "
         "LAKE/_state/alerts.json records them, so a firing alert is not sent again on the "
         "next run. Exit 0, or 1 when a sink failed (its alerts are retried next run).")
@@ -74,15 +78,8 @@ def run(args: argparse.Namespace) -> int:
         for (job_id, tier), reason in sorted(ev.skipped.items()):
             print(escape_controls(f"  not evaluated: {job_id} ({tier}): {reason}"))
         print()
-        failed = {f.sink for f in result.failures}
-        delivered = [s.name for s in sinks if s.name not in failed]
-        if not result.sent:
-            verb = "due (dry run: --send delivers them)"
-        elif delivered:
-            verb = f"sent to {', '.join(delivered)}"
-        else:
-            verb = "due" + (f"; {', '.join(sorted(failed))} failed" if failed else "")
-        line = f"{len(result.alerts)} alert(s) {verb}"
+        line = (f"{len(result.alerts)} alert(s) due (dry run: --send delivers them)"
+                if not result.sent else result.summary(noun=" alert(s)"))
         due = {a["fingerprint"] for a in result.alerts}
         quiet = [r for fp, r in ev.state.firing.items() if fp not in due]
         if quiet:  # firing, sent before: not due again until resend_after_s

@@ -26,9 +26,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--interval: each job's oldest open checkpoint (ranks that wrote a start marker and "
         "no finished record) is held against its checkpoint_timeout_s with the warning and "
         "critical fractions of the alerts (per-job overrides included), together with the "
-        "tail of its completed checkpoints; alerts go to the config file's sinks with the "
-        "same state as `ckptwatch alerts` (one alert per job and tier: the nightly run and "
-        "the watcher never send it twice). The lake's tables are left to the nightly ingest. "
+        "tail of its completed checkpoints; alerts (CheckpointInFlightNearTimeout for the open "
+        "checkpoint, CheckpointTailNearTimeout for the tail) go to the config file's sinks "
+        "with the same state as `ckptwatch alerts` (the nightly run and the watcher never "
+        "send one twice). A checkpoint already past its timeout is reported once, as timed "
+        "out; a job whose newest record is older than its staleness horizon is history (no "
+        "alert, no live state, no metrics). The lake's tables are left to the nightly ingest. "
         "Stops on SIGTERM/SIGINT (exit 0, state saved). Exit 1 with --once when a sink "
         "failed; 2 on a usage or lake error.")
     p.add_argument("raw_dir", type=Path, metavar="RAW_DIR",
