@@ -43,11 +43,20 @@ class ConfigError(CkptwatchError):
 
 
 class SinkError(CkptwatchError):
-    """An alert sink could not deliver a batch (the batch stays pending for the next run)."""
+    """An alert sink could not deliver a batch (the batch stays pending for the next run).
 
-    def __init__(self, sink: str, message: str) -> None:
+    The message is the whole line (the sink's name first, then what it tried and why);
+    ``reason`` is the why in a few words ("connection refused", "HTTP 503 Service
+    Unavailable") for summaries that count deliveries per sink.
+    """
+
+    def __init__(self, sink: str, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.sink = sink
+        self.reason = reason or message.removeprefix(f"{sink}: ")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.sink, str(self), self.reason))
 
 
 class CollectError(CkptwatchError):

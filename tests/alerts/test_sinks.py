@@ -31,15 +31,16 @@ from ckptwatch.alerts.sinks import (
     AlertmanagerSink,
     JsonlSink,
     SinkError,
+    SinkResult,
     StdoutSink,
     WebhookSink,
     deliver,
+    delivery_summary,
 )
 from ckptwatch.alerts.state import AlertState, load_state
 from ckptwatch.cli.main import main
 from ckptwatch.settings import AlertSettings, JobAlertSettings, Secret
 
-T0 = datetime(2026, 11, 28, tzinfo=UTC)
 TOKEN = "hook-tok-5e3a9c71d2"
 AM_USER, AM_PASSWORD = "ckpt", "am-pass-4c1e"
 #: bcrypt of AM_PASSWORD (cost 4), for Alertmanager's --web.config.file basic_auth_users.
@@ -58,12 +59,13 @@ def _fast_retry(monkeypatch: pytest.MonkeyPatch) -> None:
 def alert_for(job: str, barrier_s: float = 100.0, *,
               state: AlertState | None = None) -> tuple[dict[str, Any], AlertState]:
     """A real alert (and the state after it) from one evaluation of a 120 s-timeout job."""
+    now = datetime.now(UTC)  # checkpoints of the last half hour: a live job, not history
     frame = pl.DataFrame({"job_id": [job] * 3, "tier": ["pool"] * 3, "step": [1, 2, 3],
-                          "end_ts": [T0 + timedelta(minutes=10 * i) for i in range(3)],
+                          "end_ts": [now - timedelta(minutes=10 * (3 - i)) for i in range(3)],
                           "barrier_s": [barrier_s] * 3})
     jobs = pl.DataFrame({"job_id": [job], "checkpoint_timeout_s": [120.0]})
     settings = AlertSettings(defaults=JobAlertSettings(window=1), resolve_after=1)
-    ev = evaluate(frame, jobs, settings, state, now=datetime.now(UTC))
+    ev = evaluate(frame, jobs, settings, state, now=now)
     (alert,) = ev.due
     return alert, ev.state
 
@@ -117,12 +119,24 @@ def test_unreachable_webhook_names_the_url_without_credentials() -> None:
     assert msg.startswith(f"webhook: POST http://127.0.0.1:{port}/hook?… failed (2 attempts): ")
     assert "Connection refused" in msg
     assert "pw-x1" not in msg and "qs-secret" not in msg
+    assert exc.value.reason == "connection refused"
 
 
 def test_slow_webhook_times_out(receiver: Receiver) -> None:
     receiver.script = [("sleep", 0.6), ("sleep", 0.6)]
-    with pytest.raises(SinkError, match=r"failed \(2 attempts\): timed out"):
+    with pytest.raises(SinkError, match=r"failed \(2 attempts\): timed out") as exc:
         WebhookSink(f"{receiver.url}/hook", timeout_s=0.2).send([alert_for("j-slow")[0]])
+    assert exc.value.reason == "timed out"
+
+
+def test_a_5xx_twice_gives_its_status_as_the_reason_without_the_body(
+        receiver: Receiver) -> None:
+    receiver.script = [(500, b"stack trace here"), (500, b"stack trace here")]
+    with pytest.raises(SinkError) as exc:
+        WebhookSink(f"{receiver.url}/hook").send([alert_for("j-500")[0]])
+    assert str(exc.value).endswith("failed (2 attempts): HTTP 500 Internal Server Error: "
+                                   "stack trace here")
+    assert exc.value.reason == "HTTP 500 Internal Server Error"
 
 
 # -- local sinks and delivery -----------------------------------------------------------------
@@ -136,8 +150,19 @@ def test_jsonl_appends_one_alert_a_line(tmp_path: Path) -> None:
     lines = (tmp_path / "sub" / "alerts.jsonl").read_text().splitlines()
     assert [json.loads(x) for x in lines] == [a1, a2]
     (tmp_path / "file").write_text("")
-    with pytest.raises(SinkError, match=r"cannot append alerts to JSON Lines file .*file/x"):
+    with pytest.raises(SinkError, match=r"^jsonl: cannot append alerts to JSON Lines file "
+                       r".*file/x: File exists$") as exc:
         JsonlSink(tmp_path / "file" / "x").send([a1])
+    assert (exc.value.sink, exc.value.reason) == ("jsonl", "File exists")
+
+
+def test_stdout_to_a_closed_stream_is_a_sink_failure(tmp_path: Path) -> None:
+    stream = open(tmp_path / "out.txt", "w")  # noqa: SIM115 - closed on purpose
+    stream.close()
+    with pytest.raises(SinkError, match=r"^stdout: cannot write alerts: I/O operation on "
+                       r"closed file") as exc:
+        StdoutSink(stream).send([alert_for("j-closed")[0]])
+    assert exc.value.sink == "stdout"
 
 
 def test_stdout_shows_the_alert_as_a_person_reads_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,6 +197,45 @@ def test_a_failing_sink_keeps_its_alerts_pending_and_others_go_on() -> None:
     assert second.alerts == [b, a]
 
 
+def test_each_sink_is_counted_and_a_refusing_webhook_keeps_its_alerts_pending() -> None:
+    a, b = alert_for("j-c1")[0], alert_for("j-c2")[0]
+    ok = FakeSink("ok")
+    refused = WebhookSink(f"http://127.0.0.1:{free_port()}/hook", timeout_s=1)
+    got = deliver([a, b], [ok, refused])
+    assert got.results == [
+        SinkResult("ok", 2, 2),
+        SinkResult("webhook", 2, 0, "connection refused", str(got.failures[0]))]
+    assert [r.failed for r in got.results] == [0, 2]
+    assert str(got.failures[0]).startswith("webhook: POST http://127.0.0.1:")
+    assert got.pending == {"webhook": {a["fingerprint"]: a, b["fingerprint"]: b}}
+    assert got.summary() == ("2 due: 2 delivered to ok, 0 of 2 to webhook (connection refused; "
+                             "kept for the next run)")
+    assert got.results[1].to_dict() == {
+        "sink": "webhook", "attempted": 2, "delivered": 0, "failed": 2,
+        "reason": "connection refused", "error": str(got.failures[0])}
+    # the next run: the webhook still down, one new alert; the pending two are retried
+    c = alert_for("j-c3")[0]
+    again = deliver([c], [ok, refused], got.pending)
+    assert [(r.attempted, r.delivered) for r in again.results] == [(1, 1), (3, 0)]
+    assert again.summary() == ("3 due: 1 delivered to ok, 0 of 3 to webhook (connection "
+                               "refused; kept for the next run)")
+    assert set(again.pending["webhook"]) == {a["fingerprint"], b["fingerprint"],
+                                             c["fingerprint"]}
+
+
+def test_the_delivery_summary_says_sent_only_when_every_sink_took_its_alerts() -> None:
+    assert delivery_summary(3, [SinkResult("stdout", 3, 3), SinkResult("jsonl", 3, 3)]) == (
+        "3 sent to stdout, jsonl")
+    # a sink that also took alerts it missed before: counted on its own
+    assert delivery_summary(3, [SinkResult("jsonl", 1, 1), SinkResult("webhook", 3, 3)],
+                            noun=" alert(s)") == "3 alert(s) sent: 1 to jsonl, 3 to webhook"
+    assert delivery_summary(0, [SinkResult("jsonl", 0, 0)]) == "0 due"
+    assert delivery_summary(2, []) == "2 due, no sink to send them to"
+    assert delivery_summary(2, [], sent=False, sinks=["stdout", "jsonl"]) == (
+        "2 due, nothing sent (dry run); a sending run delivers them to stdout, jsonl")
+    assert delivery_summary(0, [], sent=False) == "0 due (dry run: nothing sent)"
+
+
 def test_a_resolution_supersedes_a_firing_alert_that_never_arrived() -> None:
     firing, state = alert_for("j-r", 100.0)
     resolved, _ = alert_for("j-r", 30.0, state=state)
@@ -198,7 +262,8 @@ def test_sink_failure_keeps_state_and_the_next_run_delivers(
 
     assert main([*args, "2026-11-28T02:00:00Z"]) == 1  # the webhook refused it
     out, err = capsys.readouterr()
-    assert "1 alert(s) sent to jsonl\n" in out
+    assert ("1 alert(s) due: 1 delivered to jsonl, 0 of 1 to webhook (HTTP 401 Unauthorized; "
+            "kept for the next run)\n") in out
     assert f"webhook: POST {receiver.url}/hook failed (1 attempt): HTTP 401 Unauthorized: bad " \
            "token Bearer *** (kept for the next run)" in err
     state = load_state(lake)
@@ -208,6 +273,7 @@ def test_sink_failure_keeps_state_and_the_next_run_delivers(
 
     assert main([*args, "2026-11-28T03:00:00Z"]) == 0  # webhook back: gets what it missed
     out2, err2 = capsys.readouterr()
+    assert "1 alert(s) sent to webhook\n" in out2 and err2 == ""  # the retry, jsonl had it
     assert [b[0]["fingerprint"] for b in receiver.bodies()] == [fp, fp]
     assert len((tmp_path / "alerts.jsonl").read_text().splitlines()) == 1  # no duplicate
     assert load_state(lake).pending == {}
@@ -309,7 +375,10 @@ def test_cli_sends_to_alertmanager(alertmanager: str, tmp_path: Path,
     lake = hot_lake(tmp_path)
     monkeypatch.setenv("CKPTWATCH_AM_BASIC_AUTH", f"{AM_USER}:{AM_PASSWORD}")
     config = tmp_path / "ckptwatch.toml"
-    config.write_text(f'[sinks]\nalertmanager_url = "{alertmanager}"\n'
+    # evaluated now (Alertmanager drops an alert whose endsAt is past): the lake's checkpoints
+    # of 2026-11-28 are not history under a horizon this long
+    config.write_text(f'[alerts]\nstale_after_s = 1e9\n'
+                      f'[sinks]\nalertmanager_url = "{alertmanager}"\n'
                       'alertmanager_basic_auth_env = "CKPTWATCH_AM_BASIC_AUTH"\n')
     now = datetime.now(UTC).replace(microsecond=0)
     capsys.readouterr()

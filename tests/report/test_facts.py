@@ -38,7 +38,8 @@ HEADROOM_KEYS = {"job_id", "tier", "n_checkpoints", "p50_s", "p99_s", "max_s", "
                  "tail_s", "timeout_s", "headroom_s", "warning_s", "critical_s", "level",
                  "alert", "trend_s_per_h", "forecast", "forecast_warning_at",
                  "forecast_timeout_at"}
-ALERTS_KEYS = {"evaluated", "sent", "sinks", "jsonl", "alerts", "firing", "failures", "error"}
+ALERTS_KEYS = {"evaluated", "sent", "dry_run", "sinks", "jsonl", "alerts", "firing", "failures",
+               "error", "delivery", "summary"}
 PLAN_KEYS = {"job_id", "tier", "error", "command", "measured", "best", "current", "flips",
              "tail_flip"}
 DATA_KEYS = {"rows", "quarantined", "quarantine_by_file", "quarantine_query", "days", "ingest"}
@@ -68,7 +69,7 @@ def test_report_json_has_the_documented_keys(written: tuple[dict[str, Any], Repo
         assert p["best"]["name"] in STRATEGIES and p["best"]["optimal_interval_s"] > 0
         assert p["best"]["overhead_fraction"] <= p["current"]["overhead_fraction"]
     alerts = facts["alerts"]
-    assert alerts["evaluated"] and not alerts["sent"] and alerts["alerts"]
+    assert alerts["evaluated"] and not alerts["sent"] and alerts["dry_run"] and alerts["alerts"]
     assert alerts["jsonl"].endswith("reports/alerts.jsonl")
     assert facts["data"]["rows"]["checkpoint_writes"] == 1440
     assert "from quarantine" in facts["data"]["quarantine_query"]

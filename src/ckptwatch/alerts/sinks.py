@@ -3,8 +3,9 @@
 An alert is a dict in Alertmanager's format (``labels``, ``annotations``, ``startsAt``,
 ``endsAt``) plus ``status`` (``firing``/``resolved``) and ``fingerprint``. Every sink takes a
 batch and either delivers all of it or raises :class:`SinkError`; :func:`deliver` runs each
-configured sink, keeps what a failing sink did not get for the next run, and never lets one
-sink's failure stop another.
+configured sink, keeps what a failing sink did not get for the next run, never lets one
+sink's failure stop another, and counts what each sink took (:class:`SinkResult`);
+:func:`delivery_summary` is the one line every command prints of those counts.
 
 HTTP goes through ``urllib.request`` (no extra dependency): JSON body, a timeout, one retry on
 a connection error, a timeout or a 5xx/429 answer. Errors name the URL without credentials or
@@ -110,9 +111,14 @@ class StdoutSink:
     def send(self, alerts: Sequence[Alert]) -> None:
         """Print the batch."""
         out = self.stream or sys.stdout
-        for a in alerts:
-            out.write(render_alert(a) + "\n")
-            out.flush()
+        try:
+            for a in alerts:
+                out.write(render_alert(a) + "\n")
+                out.flush()
+        except (OSError, ValueError) as exc:  # a closed pipe or stream
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise SinkError(self.name, f"{self.name}: cannot write alerts: {reason}",
+                            reason) from None
 
 
 class JsonlSink:
@@ -133,8 +139,9 @@ class JsonlSink:
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:
-            raise SinkError(self.name, f"cannot append alerts to JSON Lines file {self.path}: "
-                            f"{exc.strerror or exc}") from None
+            reason = exc.strerror or str(exc)
+            raise SinkError(self.name, f"{self.name}: cannot append alerts to JSON Lines file "
+                            f"{self.path}: {reason}", reason) from None
 
 
 # -- HTTP -------------------------------------------------------------------------------------
@@ -155,7 +162,7 @@ def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: flo
     if userinfo and "Authorization" not in hdrs:
         hdrs["Authorization"] = basic_auth(userinfo)
     shown = shown_url or display_url(url)
-    reason = ""
+    reason = short = ""
     for attempt in range(retries + 1):
         if attempt:
             time.sleep(RETRY_BACKOFF_S)
@@ -166,16 +173,24 @@ def post_json(url: str, body: Any, *, headers: Mapping[str, str], timeout_s: flo
             return
         except urllib.error.HTTPError as exc:
             excerpt = redact_cut(_excerpt(exc), secrets)
-            reason = f"HTTP {exc.code} {exc.reason}" + (f": {excerpt}" if excerpt else "")
+            short = f"HTTP {exc.code} {exc.reason}"
+            reason = short + (f": {excerpt}" if excerpt else "")
             if exc.code < 500 and exc.code != 429:
                 break  # the request is wrong (auth, schema): retrying will not help
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             inner = getattr(exc, "reason", exc)
             reason = str(inner) or type(inner).__name__
+            short = _short_reason(inner)
     tries = attempt + 1
     msg = (f"{sink}: POST {shown} failed ({tries} attempt{'s' if tries > 1 else ''}): "
            f"{reason}")
-    raise SinkError(sink, redact(msg, secrets))
+    raise SinkError(sink, redact(msg, secrets), redact(short, secrets))
+
+
+def _short_reason(exc: object) -> str:
+    """A connection error in a few words: "connection refused", "timed out"."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return text[:1].lower() + text[1:]
 
 
 def _excerpt(exc: urllib.error.HTTPError, limit: int = 300) -> str:
@@ -276,6 +291,67 @@ def build_sinks(settings: Settings, *, stdout: bool | None = None,
     return sinks
 
 
+@dataclass(frozen=True)
+class SinkResult:
+    """One sink's part of a round of sends. A sink takes its batch whole or not at all, so
+    ``delivered`` is ``attempted`` or 0."""
+
+    sink: str
+    #: Alerts handed to the sink: the round's due alerts and its own pending ones.
+    attempted: int
+    #: Alerts the sink took.
+    delivered: int
+    #: Why it took none, in a few words ("connection refused"); None: it took them all.
+    reason: str | None = None
+    #: The failure's whole line (sink, URL without credentials, reason); None: no failure.
+    error: str | None = None
+
+    @property
+    def failed(self) -> int:
+        """Alerts the sink did not take (kept pending for the next run)."""
+        return self.attempted - self.delivered
+
+    def to_dict(self) -> dict[str, Any]:
+        """The per-sink row of the nightly result and ``report.json``."""
+        return {"sink": self.sink, "attempted": self.attempted, "delivered": self.delivered,
+                "failed": self.failed, "reason": self.reason, "error": self.error}
+
+
+def delivery_summary(n_alerts: int, results: Sequence[SinkResult], *, sent: bool = True,
+                     sinks: Sequence[str] = (), noun: str = "") -> str:
+    """A round of sends in one line, counted per sink (the words every command prints).
+
+    "3 sent to stdout, jsonl" when every sink took every alert handed to it; per-sink counts
+    when they differ (a sink also retried alerts it missed before); a failure makes the alerts
+    "due", not "sent": "3 due: 3 delivered to stdout, 0 of 3 to webhook (connection refused;
+    kept for the next run)". ``n_alerts``: the round's alerts (due and retried). A dry run
+    (``sent`` False) names the ``sinks`` a sending run would deliver them to. ``noun`` follows
+    the count (" alert(s)").
+    """
+    count = f"{n_alerts}{noun}"
+    if not sent:
+        if not n_alerts:
+            return f"{count} due (dry run: nothing sent)"
+        where = f"; a sending run delivers them to {', '.join(sinks)}" if sinks else ""
+        return f"{count} due, nothing sent (dry run){where}"
+    tried = [r for r in results if r.attempted]
+    if not tried:
+        return f"{count} due, no sink to send them to" if n_alerts else f"{count} due"
+    if all(r.reason is None for r in tried):
+        if all(r.delivered == n_alerts for r in tried):
+            return f"{count} sent to {', '.join(r.sink for r in tried)}"
+        return f"{count} sent: " + ", ".join(f"{r.delivered} to {r.sink}" for r in tried)
+    parts: list[str] = []
+    for r in tried:
+        verb = "" if parts else "delivered "
+        if r.reason is None:
+            parts.append(f"{r.delivered} {verb}to {r.sink}")
+        else:
+            parts.append(f"{r.delivered} of {r.attempted} {verb}to {r.sink} "
+                         f"({r.reason}; kept for the next run)")
+    return f"{count} due: " + ", ".join(parts)
+
+
 @dataclass
 class Delivery:
     """What one round of sends did: the alerts handed to sinks, what is left, what failed."""
@@ -285,6 +361,12 @@ class Delivery:
     #: sink name -> fingerprint -> alert still to deliver to that sink next run.
     pending: dict[str, dict[str, Alert]]
     failures: list[SinkError]
+    #: One per sink, in the sinks' order (a sink with nothing to send: attempted 0).
+    results: list[SinkResult] = field(default_factory=list)
+
+    def summary(self, noun: str = "") -> str:
+        """:func:`delivery_summary` of this round."""
+        return delivery_summary(len(self.alerts), self.results, noun=noun)
 
 
 def deliver(due: Sequence[Alert], sinks: Sequence[Sink],
@@ -300,20 +382,26 @@ def deliver(due: Sequence[Alert], sinks: Sequence[Sink],
         sent[(a["fingerprint"], a["status"])] = a
     new_pending: dict[str, dict[str, Alert]] = {}
     failures: list[SinkError] = []
+    results: list[SinkResult] = []
     for sink in sinks:
         batch: dict[str, Alert] = dict(pending.get(sink.name, {}))
         for a in due:
             batch.pop(a["fingerprint"], None)
             batch[a["fingerprint"]] = a
         if not batch:
+            results.append(SinkResult(sink.name, 0, 0))
             continue
         for a in batch.values():
             sent.setdefault((a["fingerprint"], a["status"]), a)
         try:
             sink.send(list(batch.values()))
             log.info("alerts: %d sent to %s", len(batch), sink.name)
+            results.append(SinkResult(sink.name, len(batch), len(batch)))
         except SinkError as exc:
-            log.warning("alerts: %s (kept %d alert(s) for the next run)", exc, len(batch))
+            # info, not warning: every caller reports the failure itself, in one line
+            log.info("alerts: %s (kept %d alert(s) for the next run)", exc, len(batch))
             failures.append(exc)
             new_pending[sink.name] = batch
-    return Delivery(alerts=list(sent.values()), pending=new_pending, failures=failures)
+            results.append(SinkResult(sink.name, len(batch), 0, exc.reason, str(exc)))
+    return Delivery(alerts=list(sent.values()), pending=new_pending, failures=failures,
+                    results=results)

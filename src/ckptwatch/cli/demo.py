@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ckptwatch.cli._options import add_verbose
+from ckptwatch.safetext import escape_controls
 
 #: The bundled sample scenario (``data/sample/README.md``): the same files, byte for byte.
 SAMPLE_SEED, SAMPLE_NODES, SAMPLE_HOURS = 3, 8, 4.0
@@ -34,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ckptwatch.cli._render import lake_overview
     from ckptwatch.cli.nightly import render_result
     from ckptwatch.cli.stalls import render_stalls
+    from ckptwatch.errors import AlertsUndeliveredError
     from ckptwatch.flows import local_prefect
 
     local_prefect.configure(args.verbose)  # before the first import of Prefect
@@ -46,8 +49,12 @@ def run(args: argparse.Namespace) -> int:
         args.raw = _sample_raw(args.lake)
     print(f"ckptwatch demo: the nightly flow on {args.raw} -> {args.lake} (its local Prefect "
           "server starts first: ~15 s the first time)…", flush=True)
+    undelivered: AlertsUndeliveredError | None = None
     with local_prefect.local_server(server):
-        result = nightly_flow(args.raw, args.lake)
+        try:
+            result = nightly_flow(args.raw, args.lake)
+        except AlertsUndeliveredError as exc:  # a sink of $CKPTWATCH_CONFIG: report, go on
+            undelivered, result = exc, exc.result
     print()
     print(render_result(result, args.raw, args.lake))
     print()
@@ -59,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"Open the daily report: {result['report']}")
     print(f"Next: ckptwatch postmortem --lake {args.lake} --job JOB  (the job's worst stall, "
           "as a notebook exported to HTML)")
-    return 1 if result["failed"] else 0
+    if undelivered is not None:
+        print(f"ckptwatch demo: {escape_controls(str(undelivered))}", file=sys.stderr)
+    return 1 if result["failed"] or undelivered else 0
 
 
 def _sample_raw(lake: Path) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptwatch.cli._options import add_dask, add_lock_wait, add_verbose
+from ckptwatch.safetext import escape_controls
 from ckptwatch.settings import default_lake
 
 
@@ -31,9 +32,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the daily report to LAKE/reports/<date>/report.html and report.json (copied to "
         "LAKE/reports/latest/ unless the day has no checkpoints or latest/ holds a newer "
         "day). Alerts also go to a JSON Lines file: [sinks] jsonl of the "
-        "config, else LAKE/reports/alerts.jsonl. Exit 0; 1 when a file could not be ingested "
-        "or an alert sink failed (the report is written all the same); 2 when the run could "
-        "not proceed.")
+        "config, else LAKE/reports/alerts.jsonl. The summary counts the alerts each sink took. "
+        "Exit 0; 1 when a file could not be ingested or an alert sink failed (the report is "
+        "written all the same; the sink's alerts are retried on the next run); 2 when the run "
+        "could not proceed.")
     p.add_argument("raw_dir", type=Path, metavar="RAW_DIR", help="raw telemetry directory")
     p.add_argument("--lake", type=Path, default=default_lake(),
                    help="lake directory (default: %(default)s; env CKPTWATCH_LAKE)")
@@ -41,7 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="settings file (TOML; default: env CKPTWATCH_CONFIG, else built-in "
                    "defaults); see examples/ckptwatch.toml")
     p.add_argument("--no-send", dest="send", action="store_false",
-                   help="evaluate the alerts but send and record nothing (a dry run)")
+                   help="evaluate the alerts but send and record nothing (a dry run: the "
+                   "summary names the sinks a sending run would deliver them to)")
     p.add_argument("--date", type=_day, default=None, metavar="YYYY-MM-DD",
                    help="the UTC day the report covers (default: the newest day with "
                    "checkpoints in the lake)")
@@ -64,14 +67,16 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
     """The run's summary for a person: what it read, found, sent, and where the report is."""
     causes = ", ".join(f"{c} {n}" for c, n in sorted(result["stalls_by_cause"].items(),
                                                      key=lambda cn: -cn[1]))
-    sent = "sent" if result["alerts_sent"] else "due (not sent: --no-send)"
+    alerts = result["alerts_summary"]
+    if result["alerts_file"]:  # named as written only when the run sends
+        alerts += (f"; JSON Lines file (written when sent): {result['alerts_file']}"
+                   if result["alerts_dry_run"] else f"; JSON Lines: {result['alerts_file']}")
     lines = [
         f"nightly {raw_dir} -> {lake}",
         f"  ingest: {result['ingested']} file(s) ingested, {result['skipped']} already in the "
         f"lake, {result['failed']} failed; {result['quarantined']} record(s) quarantined",
         f"  stalls: {result['stalls']}" + (f" ({causes})" if causes else ""),
-        f"  alerts: {result['alerts']} {sent}"
-        + (f"; JSON Lines: {result['alerts_file']}" if result["alerts_file"] else ""),
+        f"  alerts: {escape_controls(alerts)}",
         f"  report: {result['report']}",
         f"          {result['report_json']}  ({_latest(result)})",
     ]
@@ -113,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                                   duckdb_memory=args.duckdb_memory)
     except AlertsUndeliveredError as exc:
         print(render_result(exc.result, args.raw_dir, args.lake))
-        print(f"ckptwatch nightly: {exc}", file=sys.stderr)
+        print(f"ckptwatch nightly: {escape_controls(str(exc))}", file=sys.stderr)
         return 1
     print(render_result(result, args.raw_dir, args.lake))
     return 1 if result["failed"] else 0

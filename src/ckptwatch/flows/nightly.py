@@ -34,6 +34,7 @@ from typing import Any
 import duckdb
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
 
 from ckptwatch.alerts.evaluate import AlertRun, run_alerts
 from ckptwatch.analysis.findings import StallFindings, find_stalls
@@ -241,7 +242,13 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "views": n_views, "delta_days_built": n_delta_days,
         "stalls": len(findings.stalls), "stalls_by_cause": causes,
         "alerts": len(alert_run.alerts) if alert_run else 0,
-        "alerts_sent": bool(alert_run and alert_run.sent),
+        # sent for real: not a dry run, and every sink took every alert handed to it
+        "alerts_sent": bool(alert_run and alert_run.delivered),
+        "alerts_dry_run": not send,
+        "alerts_sinks": alert_run.sinks if alert_run else [],
+        "alerts_delivery": [r.to_dict() for r in alert_run.delivery] if alert_run else [],
+        "alerts_summary": (alert_run.summary() if alert_run
+                           else f"not evaluated ({alerts_error})"),
         "alerts_file": str(settings.sinks.jsonl) if settings.sinks.jsonl else None,
         "report": str(files.html), "report_json": str(files.json),
         "latest": str(files.latest_html), "latest_kept": files.latest_kept,
@@ -251,24 +258,33 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "pulled": pulled.rows if pulled else None,
         "pull_error": pull_error,
     }
-    logger.info("nightly: %d files ingested, %d stalls, %d alerts %s; report %s",
-                result["ingested"], result["stalls"], result["alerts"],
-                "sent" if result["alerts_sent"] else "due (not sent)", files.html)
+    logger.info("nightly: %d files ingested, %d stalls, alerts: %s; report %s",
+                result["ingested"], result["stalls"], result["alerts_summary"], files.html)
     logger.info("nightly: seconds per step: %s",
                 ", ".join(f"{name} {s:.1f}" for name, s in steps.items()))
     logger.info("nightly: peak RSS (MB) when each step ended, this process/largest child: %s",
                 ", ".join(f"{name} {p['flow']}/{p['workers']}" for name, p in peaks.items()))
-    failures = [redact(f"{f.sink}: {f}", settings.secrets()) for f in alert_run.failures] \
+    failures = [redact(str(f), settings.secrets()) for f in alert_run.failures] \
         if alert_run else []
     if alerts_error or failures:
         problem = alerts_error or "; ".join(failures)
-        raise AlertsUndeliveredError(
+        return _failed(AlertsUndeliveredError(
             f"alerts not delivered: {problem} — the report is written ({files.html}); "
-            "undelivered alerts stay pending and are retried on the next run", result)
+            "undelivered alerts stay pending and are retried on the next run", result))
     if pull_error:
-        raise PullError(f"{pull_error} — the ingest ran and the report is written "
-                        f"({files.html}) without it; the next run pulls the range again")
+        return _failed(PullError(f"{pull_error} — the ingest ran and the report is written "
+                                 f"({files.html}) without it; the next run pulls the range "
+                                 "again"))
     return result
+
+
+def _failed(exc: CkptwatchError) -> Any:
+    """End the flow run Failed with ``exc``, which the flow's caller gets raised.
+
+    Returned as a state rather than raised: Prefect logs every exception raised inside a flow
+    with its traceback, and these failures are one line each (the run did all it could).
+    """
+    return Failed(message=str(exc), data=exc)
 
 
 def main(argv: list[str]) -> None:

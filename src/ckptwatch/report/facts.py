@@ -176,18 +176,24 @@ def _alerts(run: AlertRun | None, settings: Settings, error: str | None) -> dict
     from ckptwatch.alerts.sinks import build_sinks
 
     sinks = [s.name for s in build_sinks(settings)]
-    out: dict[str, Any] = {"evaluated": run is not None, "sent": bool(run and run.sent),
+    # "sent": every sink took every alert handed to it; "delivery": what each sink took
+    out: dict[str, Any] = {"evaluated": run is not None, "sent": bool(run and run.delivered),
+                           "dry_run": bool(run and not run.sent),
                            "sinks": sinks, "jsonl": settings.sinks.jsonl, "alerts": [],
-                           "firing": [], "failures": [], "error": error}
+                           "firing": [], "failures": [], "error": error,
+                           "delivery": [], "summary": None}
     if run is None:
         return out
     secrets = settings.secrets()
+    out["delivery"] = [{k: redact(v, secrets) if isinstance(v, str) else v
+                        for k, v in r.to_dict().items()} for r in run.delivery]
+    out["summary"] = redact(run.summary(noun=" alert(s)"), secrets)
     out["alerts"] = [dict(a) for a in run.alerts]
     out["firing"] = [{"job_id": r.labels["job_id"], "tier": r.labels["tier"],
                       "severity": r.severity, "since": r.starts_at,
                       "summary": r.annotations.get("summary", "")}
                      for r in sorted(run.evaluation.state.firing.values(), key=lambda r: r.key)]
-    out["failures"] = [redact(f"{f.sink}: {f}", secrets) for f in run.failures]
+    out["failures"] = [redact(str(f), secrets) for f in run.failures]
     return out
 
 

@@ -94,7 +94,8 @@ def _summary_html(r: Mapping[str, Any]) -> str:
     causes = ", ".join(f"{n} {c}" for c, n in s["stalls_by_cause"].items()) or "none"
     cards = [(s["jobs"], "jobs"), (s["checkpoints"], "checkpoints"), (s["stalls"], "stalls"),
              (s["jobs_critical"], "jobs critical"), (s["jobs_warning"], "jobs warning"),
-             (s["alerts"], "alerts sent" if r["alerts"]["sent"] else "alerts due"),
+             (s["alerts"], "alerts sent" if r["alerts"]["sent"] else
+              "alerts undelivered" if r["alerts"]["failures"] else "alerts due"),
              (r["data"]["quarantined"], "quarantined records")]
     return ('<div class="cards">' + "".join(
         f'<div class="card"><b>{_e(n)}</b><span>{_e(label)}</span></div>'
@@ -169,11 +170,8 @@ def _alerts_html(r: Mapping[str, Any]) -> str:
         out.append(f'<p class="small">not evaluated: {_e(sk["job_id"])} ({_e(sk["tier"])}): '
                    f'{_e(sk["reason"])}</p>')
     if a["evaluated"]:
-        verb = "sent" if a["sent"] else "due (not sent: dry run)"
-        where = f' to {", ".join(a["sinks"])}' if a["sent"] and a["sinks"] else ""
         jsonl = f' · JSON Lines file: <code>{_e(a["jsonl"])}</code>' if a["jsonl"] else ""
-        out.append(f'<p>{len(a["alerts"])} alert(s) {verb}{_e(where)} in this run; '
-                   f'{len(a["firing"])} firing{jsonl}</p>')
+        out.append(f'<p>This run: {_e(a["summary"])}. {len(a["firing"])} firing{jsonl}</p>')
         from ckptwatch.alerts.sinks import render_alert
 
         for alert in a["alerts"]:

@@ -1,0 +1,99 @@
+"""`ckptwatch nightly` against a webhook that refuses the connection (issue 41, item 6): the
+failed delivery is one line, counted per sink in the summary and report.json, the exit code is
+1, no traceback; `--no-send` says nothing was sent and where the alerts would go, and writes
+nothing; the next run with the webhook back delivers what it missed.
+
+The small raw directory of tests/conftest.py with low alert levels: job j1 raises one alert.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from tests.loopback import free_port, running_receiver
+
+from ckptwatch.alerts import sinks as alert_sinks
+from ckptwatch.alerts.state import load_state
+from ckptwatch.cli.main import main
+
+#: A line of Prefect's console log: "03:04:02.201 | INFO    | Flow run '…' - …".
+PREFECT_LOG = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| [A-Z]+ +\| ")
+
+
+def _config(path: Path, webhook: str) -> Path:
+    # low levels: j1's 20 s barrier alerts; no staleness: its checkpoints are of 2026-11-28
+    path.write_text('[alerts]\nwarning = 0.01\ncritical = 0.02\nstale_after_s = 1e9\n'
+                    f'[sinks]\nwebhook_url = "{webhook}"\ntimeout_s = 2\n')
+    return path
+
+
+@pytest.mark.prefect
+def test_nightly_against_a_refusing_webhook_counts_the_failure_and_exits_1(
+        prefect_harness: None, raw_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CKPTWATCH_MODEL", "/nonexistent/attribution.joblib")
+    monkeypatch.delenv("CKPTWATCH_CONFIG", raising=False)
+    monkeypatch.setattr(alert_sinks, "RETRY_BACKOFF_S", 0.01)
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    port = free_port()  # nobody listens: the connection is refused
+    config = _config(tmp_path / "ckptwatch.toml", f"http://127.0.0.1:{port}/hook")
+    lake = tmp_path / "lake"
+    jsonl = lake / "reports" / "alerts.jsonl"
+    args = ["nightly", str(raw_dir), "--lake", str(lake), "--config", str(config)]
+    capfd.readouterr()
+
+    # --no-send: nothing sent, nothing written, and the summary says so and where they'd go
+    assert main([*args, "--no-send"]) == 0
+    out, err = capfd.readouterr()
+    assert (f"  alerts: 1 due, nothing sent (dry run); a sending run delivers them to stdout, "
+            f"jsonl, webhook; JSON Lines file (written when sent): {jsonl}\n") in out
+    assert "[FIRING" not in out and not jsonl.exists()
+    assert load_state(lake).firing == {}
+
+    # the webhook refuses: stdout and jsonl took the alert, the webhook did not
+    assert main(args) == 1
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err
+    assert out.count("[FIRING:critical] CheckpointTailNearTimeout job_id=j1") == 1  # stdout sink
+    assert ("  alerts: 1 due: 1 delivered to stdout, 1 to jsonl, 0 of 1 to webhook (connection "
+            f"refused; kept for the next run); JSON Lines: {jsonl}\n") in out
+    # Prefect's own log lines (INFO under the test harness; the command shows only warnings)
+    # hold no warning or error; the command's own lines are the start and the one failure
+    assert not re.search(r"\| (WARNING|ERROR|CRITICAL) ", err)
+    lines = [line for line in err.splitlines() if not PREFECT_LOG.match(line)]
+    assert len(lines) == 2 and lines[0].startswith("ckptwatch nightly: running the nightly flow")
+    assert lines[1].startswith(f"ckptwatch nightly: alerts not delivered: webhook: POST "
+                               f"http://127.0.0.1:{port}/hook failed (2 attempts): ")
+    assert "Connection refused" in lines[1] and "the report is written" in lines[1]
+    assert len(jsonl.read_text().splitlines()) == 1
+    state = load_state(lake)
+    (fp,) = state.firing
+    assert {s: list(a) for s, a in state.pending.items()} == {"webhook": [fp]}
+    report = json.loads((lake / "reports" / "2026-11-28" / "report.json").read_text())
+    alerts = report["alerts"]
+    assert (alerts["sent"], alerts["dry_run"]) == (False, False)
+    assert [(d["sink"], d["attempted"], d["delivered"], d["failed"], d["reason"])
+            for d in alerts["delivery"]] == [("stdout", 1, 1, 0, None), ("jsonl", 1, 1, 0, None),
+                                             ("webhook", 1, 0, 1, "connection refused")]
+    assert alerts["failures"] == [alerts["delivery"][2]["error"]]
+    assert alerts["failures"][0].startswith(f"webhook: POST http://127.0.0.1:{port}/hook ")
+    page = (lake / "reports" / "2026-11-28" / "report.html").read_text()
+    assert "<span>alerts undelivered</span>" in page
+    assert "0 of 1 to webhook (connection refused; kept for the next run)" in page
+
+    # the webhook back: it gets the alert it missed, nothing else is sent again
+    with running_receiver() as receiver:
+        _config(config, f"{receiver.url}/hook")
+        assert main(args) == 0
+        out, err = capfd.readouterr()
+        assert [[a["fingerprint"] for a in body] for body in receiver.bodies()] == [[fp]]
+    assert "  alerts: 1 sent to webhook; JSON Lines: " in out and "[FIRING" not in out
+    assert "Traceback" not in out + err
+    assert not re.search(r"\| (WARNING|ERROR|CRITICAL) ", err)
+    assert len([line for line in err.splitlines() if not PREFECT_LOG.match(line)]) == 1
+    assert load_state(lake).pending == {}
+    assert len(jsonl.read_text().splitlines()) == 1
