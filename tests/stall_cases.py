@@ -44,8 +44,11 @@ class Case:
     smart_every_s: int = 60  # SMART sampling interval (a multiple of 30)
     #: a pause burst on n2 during the stalled step (n2's ranks are not slow in a gc/fabric case)
     pause_on_n2_at_stall: bool = False
-    #: telemetry families left out: topology, phases, ocp (media bytes), pool, fabric
+    #: telemetry families left out: topology, phases, ocp (media bytes), pool, fabric, smart
     omit: tuple[str, ...] = ()
+    #: seconds added to every timestamp of a telemetry table (fabric_counters, pool_metrics,
+    #: nvme_smart): that tool's own clock
+    clock_offset_s: dict[str, float] = field(default_factory=dict)
 
 
 def _ckpt_start(step: int) -> datetime:
@@ -140,9 +143,13 @@ def _rows(case: Case) -> dict[str, list[dict[str, object]]]:
             row.update(open_s=None, write_s=None, fsync_s=None, close_s=None)
     tables = {"checkpoint_writes": cw, "fabric_counters": fab, "pool_metrics": pool,
               "nvme_smart": smart, "jobs": jobs, "topology": topo}
-    tables_of = {"topology": "topology", "pool": "pool_metrics", "fabric": "fabric_counters"}
+    tables_of = {"topology": "topology", "pool": "pool_metrics", "fabric": "fabric_counters",
+                 "smart": "nvme_smart"}
     left_out = {tables_of[o] for o in case.omit if o in tables_of}
     tables = {k: v for k, v in tables.items() if k not in left_out}
+    for table, offset in case.clock_offset_s.items():
+        for row in tables.get(table, []):
+            row["ts"] = row["ts"] + timedelta(seconds=offset)  # type: ignore[operator]
     return tables | ({"checkpoint_starts": starts} if starts else {})
 
 

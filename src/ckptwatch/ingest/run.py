@@ -159,18 +159,12 @@ def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[Un
 
 def unused_metrics_lines(unused: Sequence[UnusedMetrics], *, max_names: int = 8,
                          max_files: int = 5) -> list[str]:
-    """The summary lines: per table, each unused name once (rows over the run), the files
-    with such names (how many of each file's names are unused); first, every file whose names
-    are all unused (a misnamed feed: nothing of it reaches the analysis)."""
-    lines = []
-    for u in unused:
-        if u.n_used == 0:
-            names = sorted(u.names)
-            shown = ", ".join(names[:max_names]) + (
-                f" +{len(names) - max_names}" if len(names) > max_names else "")
-            lines.append(f"{u.file}: none of its {len(names)} {u.table} name(s) is read by the "
-                         f"analysis ({shown}); its rows are kept (see docs/formats.md for the "
-                         "names each signal needs)")
+    """The summary lines: first, every file whose names are all unused (a misnamed feed:
+    nothing of it reaches the analysis); then per table, each unused name once (rows over the
+    run) and the files with such names (how many of each file's names are unused)."""
+    lines = [f"{u.file}: none of its {len(u.names)} {u.table} name(s) is read by the analysis, "
+             "a misnamed feed? (its rows are kept; docs/attribution.md lists the names each "
+             "signal is read from)" for u in unused if u.n_used == 0]
     for table in sorted({u.table for u in unused}):
         of = [u for u in unused if u.table == table]
         rows: dict[str, int] = {}
