@@ -81,6 +81,8 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
         f"          {result['report_json']}  ({_latest(result)})",
     ]
     lines += [f"  warning: {w}" for w in result.get("lake_warnings", [])]
+    lines += [f"  unused metric names: {escape_controls(u)}"
+              for u in result.get("unused_metrics", [])]
     return "\n".join(lines)
 
 

@@ -40,7 +40,7 @@ from ckptwatch.alerts.evaluate import AlertRun, run_alerts
 from ckptwatch.analysis.findings import StallFindings, find_stalls
 from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError
 from ckptwatch.flows.ingest import dask_runner, ingest_flow, pop_dask_flag
-from ckptwatch.ingest.run import IngestReport
+from ckptwatch.ingest.run import IngestReport, unused_metrics_lines
 from ckptwatch.lake import derived
 from ckptwatch.lake.query import connect, skipped_rows, view_files
 from ckptwatch.pull.prometheus import PullError, PullReport, default_range, pull_prometheus
@@ -255,6 +255,7 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "steps_s": steps,
         "steps_peak_rss_mb": peaks,
         "lake_warnings": lake_warnings,
+        "unused_metrics": unused_metrics_lines(ingest.unused_metrics),
         "pulled": pulled.rows if pulled else None,
         "pull_error": pull_error,
     }

@@ -116,6 +116,7 @@ def _stall_entry(stall: StallRecord, lake_root: Path) -> dict[str, Any]:
         "barrier_is_lower_bound": rec["barrier_is_lower_bound"],
         "never_finished": rec["never_finished"],
         "cause": rec["cause"], "score": top["score"], "evidence": list(top["evidence"]),
+        "telemetry": rec["telemetry"], "missing_telemetry": rec["missing_telemetry"],
         "causes": [{"cause": c["cause"], "score": c["score"], "supported": c["supported"],
                     "evidence": list(c["evidence"])} for c in rec["causes"]],
         "postmortem": shell_command(["ckptwatch", "postmortem", "--lake", lake_root,
@@ -289,6 +290,8 @@ def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
     rows = dict(zip(counts["table"].to_list(), counts["n"].to_list(), strict=True))
     ingest_facts = None
     if ingest is not None:
+        from ckptwatch.ingest.run import unused_metrics_lines
+
         ingest_facts = {
             "raw_dir": ingest.raw_dir, "files_seen": len(ingest.files),
             **{k: ingest.count(k) for k in ("ingested", "skipped", "ignored", "failed")},
@@ -296,6 +299,8 @@ def _data(con: duckdb.DuckDBPyConnection, lake_root: Path,
             "recovered": ingest.recovered, "elapsed_s": ingest.elapsed_s,
             "failed_files": [{"file": f.rel, "error": f.error} for f in ingest.files
                              if f.status == "failed"][:20],
+            "unused_metrics": [u.to_dict() for u in ingest.unused_metrics],
+            "unused_metrics_lines": unused_metrics_lines(ingest.unused_metrics),
         }
     return {
         "rows": rows, "quarantined": rows.get("quarantine", 0),

@@ -146,10 +146,20 @@ def _stalls_html(r: Mapping[str, Any]) -> str:
             _e(s["job_id"]), str(s["step"]), _time(s["start_ts"]),
             f'{bound}{_s(s["barrier_s"])} s', f'{_s(s["baseline_s"])} s',
             f'×{_s(s["ratio_to_baseline"])}', f'{s["n_slow"]}/{s["n_ranks"]}',
-            _cause_badge(s["cause"], s["score"]),
+            _cause_badge(s["cause"], s["score"]) + _telemetry_html(s),
             f'<ul class="ev">{ev}</ul>{more}<code>{_e(s["postmortem"])}</code>'])
     return _table(["job", "step", "start (UTC)", "barrier", "baseline", "", "slow ranks",
                    "cause", "evidence · post-mortem"], rows, numeric=(1, 3, 4, 5, 6))
+
+
+def _telemetry_html(s: Mapping[str, Any]) -> str:
+    """Which telemetry reached the stall, under its cause (nothing when every family did)."""
+    missing = s.get("missing_telemetry") or []
+    if not missing:
+        return ""
+    seen = ", ".join(s.get("telemetry") or []) or "none"
+    return (f'<div class="small">telemetry: {_e(seen)}; missing: '
+            f'{_e(", ".join(missing))}</div>')
 
 
 def _alerts_html(r: Mapping[str, Any]) -> str:
@@ -238,6 +248,8 @@ def _data_html(r: Mapping[str, Any]) -> str:
                     f'{ing["quarantined"]:,} record(s).</p>')
         for f in ing["failed_files"]:
             side.append(f'<p class="small">failed: {_e(f["file"])}: {_e(f["error"])}</p>')
+        for line in ing.get("unused_metrics_lines") or []:
+            side.append(f'<p class="small">unused metric names: {_e(line)}</p>')
     side.append(f'<p>{d["quarantined"]:,} record(s) in quarantine in total. See why: '
                 f'<code>{_e(d["quarantine_query"])}</code></p>')
     if d["quarantine_by_file"]:
