@@ -71,15 +71,20 @@ def test_nightly_flow_writes_the_report_then_fails_on_a_sink(
     from ckptwatch.flows.nightly import nightly_flow
 
     (tmp_path / "blocked").mkdir()  # a directory where the JSON Lines file should be
-    config = tmp_path / "ckptwatch.toml"  # low levels: the small raw dir's jobs alert
-    config.write_text(f'[alerts]\nwarning = 0.01\ncritical = 0.02\n[sinks]\nstdout = false\n'
-                      f'jsonl = "{tmp_path / "blocked"}"\n')
+    # low levels: the small raw dir's jobs alert; no staleness: their checkpoints are of 2026-11-28
+    config = tmp_path / "ckptwatch.toml"
+    config.write_text(f'[alerts]\nwarning = 0.01\ncritical = 0.02\nstale_after_s = 1e9\n'
+                      f'[sinks]\nstdout = false\njsonl = "{tmp_path / "blocked"}"\n')
     with pytest.raises(AlertsUndeliveredError, match=r"alerts not delivered: jsonl: cannot "
                        r"append alerts .* the report is written \(.*report.html\)") as err:
         nightly_flow(raw_dir, tmp_path / "lake", config=config)
     # j1 alerts; j2's checkpoints are a year older (epoch 1764288000 = 2025-11-28), outside the
     # days the nightly run reads (the report day; lookback_days=0)
     assert err.value.result["alerts"] == 1 and err.value.result["ingested"] == 6
+    assert err.value.result["alerts_delivery"] == [{
+        "sink": "jsonl", "attempted": 1, "delivered": 0, "failed": 1, "reason": "Is a directory",
+        "error": err.value.result["alerts_delivery"][0]["error"]}]
+    assert not err.value.result["alerts_sent"]
     report = Path(err.value.result["report"])
     assert "Sink failed:</b> jsonl: cannot append alerts" in report.read_text()
 
