@@ -133,7 +133,7 @@ def test_watch_warns_then_goes_critical_before_the_timeout(tmp_path: Path,
         _append(live_hang, [_record(HANG, 1100, r, t0, t0 + 3.8) for r in range(8)
                             if r not in OPEN_RANKS])
         _append(live_ok, [_record(HEALTHY, 1100, r, t0, t0 + 3.9) for r in range(8)])
-        while time.time() - t0 < TIMEOUT_S + 1:
+        while time.time() - t0 < TIMEOUT_S + 4:  # the timed-out news, within two scans
             time.sleep(0.5)
     finally:
         watcher.send_signal(signal.SIGTERM)
@@ -144,8 +144,16 @@ def test_watch_warns_then_goes_critical_before_the_timeout(tmp_path: Path,
     received = _alerts(hook, t0)
     firing = [(t, a) for t, a in received if a["status"] == "firing"]
     assert {a["labels"]["job_id"] for _, a in received} == {HANG}, received  # healthy: silent
-    by_severity = {a["labels"]["severity"]: (t, a) for t, a in firing}
+    by_severity: dict[str, tuple[float, dict[str, Any]]] = {}
+    for t, a in firing:  # the first of each severity
+        by_severity.setdefault(a["labels"]["severity"], (t, a))
     assert set(by_severity) == {"warning", "critical"}, firing
+    assert {a["labels"]["alertname"] for _, a in received} == {"CheckpointInFlightNearTimeout"}
+    # At the timeout the critical alert is sent once more: now it has timed out.
+    news = [(t, a) for t, a in firing if a["annotations"]["timed_out"] == "true"]
+    assert len(news) == 1 and news[0][0] >= TIMEOUT_S, firing
+    assert news[0][1]["annotations"]["summary"].startswith(
+        f"Checkpoint step 1100 of job {HANG} (pool) timed out: open "), news
     t_warn, warning = by_severity["warning"]
     t_crit, critical = by_severity["critical"]
     assert 0.7 * TIMEOUT_S <= t_warn < 0.8 * TIMEOUT_S, (t_warn, err)
