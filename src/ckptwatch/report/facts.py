@@ -156,8 +156,11 @@ def _jobs(frame: pl.DataFrame, stalls: list[dict[str, Any]],
 def _headroom(run: AlertRun | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     if run is None:
         return [], []
+    from ckptwatch.alerts.names import TAIL_ALERT
+
     ev = run.evaluation
-    firing = {r.key: r.severity for r in ev.state.firing.values()}
+    firing = {r.key: r.severity for r in ev.state.firing.values()
+              if r.alertname == TAIL_ALERT}  # the tail's alert (the in-flight one is listed)
     rows = [{
         "job_id": h.job_id, "tier": h.tier, "n_checkpoints": h.n_checkpoints,
         "p50_s": h.p50_s, "p99_s": h.p99_s, "max_s": h.max_s, "tail_stat": h.tail_stat,
@@ -190,7 +193,8 @@ def _alerts(run: AlertRun | None, settings: Settings, error: str | None) -> dict
                         for k, v in r.to_dict().items()} for r in run.delivery]
     out["summary"] = redact(run.summary(noun=" alert(s)"), secrets)
     out["alerts"] = [dict(a) for a in run.alerts]
-    out["firing"] = [{"job_id": r.labels["job_id"], "tier": r.labels["tier"],
+    out["firing"] = [{"alertname": r.alertname,
+                      "job_id": r.labels["job_id"], "tier": r.labels["tier"],
                       "severity": r.severity, "since": r.starts_at,
                       "summary": r.annotations.get("summary", "")}
                      for r in sorted(run.evaluation.state.firing.values(), key=lambda r: r.key)]
