@@ -33,7 +33,7 @@ CHECKPOINT_KEYS = {"step", "start_ts", "end_ts", "p50_s", "p99_s", "barrier_s", 
 STALL_KEYS = {"job_id", "step", "tier", "start_ts", "end_ts", "barrier_s", "baseline_s",
               "ratio_to_baseline", "p50_s", "p99_s", "n_ranks", "n_slow", "cause", "score",
               "evidence", "causes", "postmortem", "n_unfinished", "timed_out",
-              "barrier_is_lower_bound", "never_finished"}
+              "barrier_is_lower_bound", "never_finished", "telemetry", "missing_telemetry"}
 HEADROOM_KEYS = {"job_id", "tier", "n_checkpoints", "p50_s", "p99_s", "max_s", "tail_stat",
                  "tail_s", "timeout_s", "headroom_s", "warning_s", "critical_s", "level",
                  "alert", "trend_s_per_h", "forecast", "forecast_warning_at",
