@@ -18,6 +18,7 @@ from tests.loopback import free_port, running_receiver
 from ckptwatch.alerts import sinks as alert_sinks
 from ckptwatch.alerts.state import load_state
 from ckptwatch.cli.main import main
+from ckptwatch.lake.store import Lake
 
 #: A line of Prefect's console log: "03:04:02.201 | INFO    | Flow run '…' - …".
 PREFECT_LOG = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| [A-Z]+ +\| ")
@@ -97,3 +98,22 @@ def test_nightly_against_a_refusing_webhook_counts_the_failure_and_exits_1(
     assert len([line for line in err.splitlines() if not PREFECT_LOG.match(line)]) == 1
     assert load_state(lake).pending == {}
     assert len(jsonl.read_text().splitlines()) == 1
+
+
+@pytest.mark.prefect
+def test_a_nightly_that_cannot_take_the_lake_lock_is_one_line_without_traceback(
+        prefect_harness: None, raw_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A failure raised inside the flow (here the ingest subflow's lock): Prefect would log it
+    at ERROR with a traceback, twice (subflow and flow); the command's one line says it."""
+    monkeypatch.delenv("CKPTWATCH_CONFIG", raising=False)
+    lake = tmp_path / "lake"
+    capfd.readouterr()
+    with Lake(lake).lock(wait_s=0):  # another run holds the lake
+        rc = main(["nightly", str(raw_dir), "--lake", str(lake), "--lock-wait", "0"])
+    out, err = capfd.readouterr()
+    assert rc == 2 and out == ""
+    assert "Traceback" not in err and not re.search(r"\| (WARNING|ERROR|CRITICAL) ", err)
+    lines = [line for line in err.splitlines() if not PREFECT_LOG.match(line)]
+    assert len(lines) == 2 and lines[0].startswith("ckptwatch nightly: running the nightly flow")
+    assert lines[1].startswith(f"ckptwatch nightly: error: lake {lake} is locked by another run")
