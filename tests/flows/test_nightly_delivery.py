@@ -117,3 +117,25 @@ def test_a_nightly_that_cannot_take_the_lake_lock_is_one_line_without_traceback(
     lines = [line for line in err.splitlines() if not PREFECT_LOG.match(line)]
     assert len(lines) == 2 and lines[0].startswith("ckptwatch nightly: running the nightly flow")
     assert lines[1].startswith(f"ckptwatch nightly: error: lake {lake} is locked by another run")
+
+
+def test_the_pipeline_script_reports_a_failed_sink_in_one_line_and_exits_1(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``python pipelines/nightly.py RAW LAKE`` (``flows.nightly.main``), without Prefect: the
+    flow's failure is one line and an exit status, not a traceback."""
+    import ckptwatch.flows.nightly as nightly_module
+    from ckptwatch.errors import AlertsUndeliveredError, LakeLockedError
+
+    def undelivered(*_args: object, **_kw: object) -> None:
+        raise AlertsUndeliveredError("alerts not delivered: webhook: refused", {})
+
+    def locked(*_args: object, **_kw: object) -> None:
+        raise LakeLockedError("lake L is locked by another run")
+
+    for flow, code, line in ((undelivered, 1, "alerts not delivered: webhook: refused"),
+                             (locked, 2, "lake L is locked by another run")):
+        monkeypatch.setattr(nightly_module, "nightly_flow", flow)
+        with pytest.raises(SystemExit) as exit_:
+            nightly_module.main(["raw", "lake"])
+        assert exit_.value.code == code
+        assert capsys.readouterr().err == f"nightly: {line}\n"

@@ -289,10 +289,18 @@ def _failed(exc: CkptwatchError) -> Any:
 
 
 def main(argv: list[str]) -> None:
-    """``python pipelines/nightly.py RAW LAKE [--dask [ADDRESS]]``."""
+    """``python pipelines/nightly.py RAW LAKE [--dask [ADDRESS]]``: a failure is one line on
+    stderr and exit status 1 (an alert sink failed, the report is written) or 2."""
+    from ckptwatch.flows.local_prefect import one_line_failures
+
     args = list(argv)
     dask = pop_dask_flag(args)
-    nightly_flow(Path(args[0]), Path(args[1]), dask=dask)
+    one_line_failures()
+    try:
+        nightly_flow(Path(args[0]), Path(args[1]), dask=dask)
+    except CkptwatchError as exc:
+        print(f"nightly: {exc}", file=sys.stderr)
+        raise SystemExit(1 if isinstance(exc, AlertsUndeliveredError) else 2) from None
 
 
 if __name__ == "__main__":
