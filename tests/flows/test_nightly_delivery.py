@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,29 @@ def test_the_pipeline_script_reports_a_failed_sink_in_one_line_and_exits_1(
             nightly_module.main(["raw", "lake"])
         assert exit_.value.code == code
         assert capsys.readouterr().err == f"nightly: {line}\n"
+
+
+@pytest.mark.prefect
+def test_the_watch_flow_counts_alerts_no_sink_took_as_undelivered(
+        prefect_harness: None, tmp_path: Path) -> None:
+    """The watcher's Prefect flow: an open checkpoint at 500 s of its 600 s timeout alerts; the
+    only sink (a JSON Lines file where a directory is) fails, so nothing counts as sent."""
+    from ckptwatch.collect.recorder import dumps_record, iso_time
+    from ckptwatch.flows.watch import watch_flow
+
+    raw = tmp_path / "raw"
+    (raw / "checkpoints").mkdir(parents=True)
+    (raw / "jobs").mkdir()
+    (raw / "jobs" / "jobs.csv").write_text("job_id,n_ranks,checkpoint_timeout_s\nw,2,600\n")
+    opened = time.time() - 500
+    (raw / "checkpoints" / "a.jsonl").write_text("".join(
+        dumps_record({"job_id": "w", "step": 1, "rank": r, "node": "n1", "tier": "pool",
+                      "start_time": iso_time(opened), "status": "started"}) + "\n"
+        for r in range(2)))
+    (tmp_path / "blocked").mkdir()
+    config = tmp_path / "c.toml"
+    config.write_text(f'[sinks]\nstdout = false\njsonl = "{tmp_path / "blocked"}"\n')
+    counts = watch_flow(str(raw), str(tmp_path / "lake"), minutes=0.05, interval_s=0.5,
+                        config=str(config))
+    assert counts["scans"] >= 1 and counts["sink_failures"] >= 1
+    assert counts["alerts_sent"] == 0 and counts["alerts_undelivered"] >= 1

@@ -32,7 +32,8 @@ def watch_flow(raw_dir: str, lake_root: str, minutes: float = 59.0, interval_s: 
     watcher = Watcher(Path(raw_dir), Path(lake_root), settings, options)
     stop = threading.Event()
     timer = threading.Timer(minutes * 60.0, stop.set)
-    counts = {"scans": 0, "alerts_sent": 0, "sink_failures": 0}
+    # "sent": alerts of scans where every sink took them; else counted as undelivered
+    counts = {"scans": 0, "alerts_sent": 0, "alerts_undelivered": 0, "sink_failures": 0}
     watcher.start()
     timer.start()
     try:
@@ -40,7 +41,8 @@ def watch_flow(raw_dir: str, lake_root: str, minutes: float = 59.0, interval_s: 
             report = watcher.scan()
             counts["scans"] += 1
             if report.alerts is not None:
-                counts["alerts_sent"] += len(report.alerts.alerts)
+                key = "alerts_sent" if report.alerts.delivered else "alerts_undelivered"
+                counts[key] += len(report.alerts.alerts)
                 counts["sink_failures"] += len(report.alerts.failures)
                 for alert in report.alerts.alerts:
                     logger.info("%s", escape_controls(
@@ -49,6 +51,7 @@ def watch_flow(raw_dir: str, lake_root: str, minutes: float = 59.0, interval_s: 
     finally:
         timer.cancel()
         watcher.stop()
-    logger.info("watched %s for %.0f min: %d scans, %d alert(s) sent", escape_controls(raw_dir),
-                minutes, counts["scans"], counts["alerts_sent"])
+    logger.info("watched %s for %.0f min: %d scans, %d alert(s) sent, %d not taken by every "
+                "sink (%d sink failure(s))", escape_controls(raw_dir), minutes, counts["scans"],
+                counts["alerts_sent"], counts["alerts_undelivered"], counts["sink_failures"])
     return counts
