@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from ckptwatch.report.postmortem import StallCase, open_stall
 from ckptwatch.settings import Settings
 
 SAMPLE = PROJECT_ROOT / "data" / "sample"
+#: The end of the sample's day: alerts evaluated as of then (later, its jobs are history).
+SAMPLE_NOW = datetime(2026, 11, 28, 23, tzinfo=UTC)
 
 
 @contextmanager
@@ -61,7 +64,8 @@ def written(sample_lake: Path, findings: StallFindings) -> tuple[dict[str, Any],
     """The sample's report (alerts evaluated as a dry run), written into the lake."""
     with rules_only_env():
         settings = nightly_settings(Settings(), sample_lake)
-        run = run_alerts(sample_lake, settings, send=False, cause_provider=findings.top_causes)
+        run = run_alerts(sample_lake, settings, send=False, cause_provider=findings.top_causes,
+                         now=SAMPLE_NOW)
         return daily_report(sample_lake, day=None, findings=findings, settings=settings,
                             alert_run=run)
 

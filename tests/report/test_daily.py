@@ -7,12 +7,12 @@ import dataclasses
 import json
 import math
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import PROJECT_ROOT
+from tests.report.conftest import SAMPLE_NOW
 
 from ckptwatch.report.daily import nightly_settings
 from ckptwatch.settings import Settings, settings_from_dict
@@ -46,7 +46,9 @@ def test_nightly_flow_on_the_sample_writes_report_and_alert_file(
     raw = tmp_path / "raw"
     shutil.copytree(SAMPLE, raw)
     lake = tmp_path / "lake"
-    out = nightly_flow(raw, lake)
+    config = tmp_path / "ckptwatch.toml"  # the sample's jobs ended on 2026-11-28: not history
+    config.write_text("[alerts]\nstale_after_s = 1e9\n")
+    out = nightly_flow(raw, lake, config=config)
     assert (out["ingested"], out["failed"], out["stalls"]) == (27, 0, 8)
     assert out["alerts_sent"] and out["alerts"] == 3
     report = Path(out["report"])
@@ -109,7 +111,7 @@ def test_steps_given_one_open_connection_give_what_their_own_connections_give(
             shared = find_stalls(lake, con=con)
             assert _alike(shared, findings) and len(shared.stalls) == 8
             settings = nightly_settings(Settings(), lake)
-            now = datetime.now(UTC)  # one time for both: the alerts carry it
+            now = SAMPLE_NOW  # one time for both (the alerts carry it), on the sample's day
             run = run_alerts(lake, settings, send=False, cause_provider=shared.top_causes,
                              con=con, now=now)
             alone = run_alerts(lake, settings, send=False,
