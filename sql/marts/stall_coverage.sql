@@ -19,7 +19,8 @@
 -- sample on their own cadence (SMART every few minutes), so no timestamp has to line up with
 -- the checkpoint's. A series with a gap across the window still reaches it (its interval spans
 -- the window, which stall_signals counts whole too).
--- telemetry / missing: the families present / absent, in the order above (pool: either part).
+-- telemetry / missing: the families present / absent, in the order above (pool: either part;
+-- never missing when no rank looked at writes to the pool tier: local drives have no pool).
 -- fabric_missing_nodes / fabric_missing_leaves: the nodes looked at that no fabric counter
 -- reached, and their leaf switches: what evidence names when fabric_pause cannot be judged.
 create or replace view stall_coverage as
@@ -49,6 +50,7 @@ looked_at as (
         ranks.target_host,
         ranks.leaf_switch,
         ranks.metadata_excess_s,
+        ranks.tier,
     from ranks
     qualify
         coalesce(ranks.is_slow, false)
@@ -149,6 +151,7 @@ per_rank as (
         step,
         count(*) as n_ranks,
         count(metadata_excess_s) as n_phase_ranks,
+        bool_or(tier = 'pool') as writes_to_pool,
     from looked_at
     group by job_id, step
 ),
@@ -166,6 +169,7 @@ judged as (
         coalesce(per_host.n_pool_metadata_targets, 0) as n_pool_metadata_targets,
         coalesce(per_host.n_topology_nodes, 0) as n_topology_nodes,
         coalesce(per_rank.n_phase_ranks, 0) as n_phase_ranks,
+        coalesce(per_rank.writes_to_pool, false) as writes_to_pool,
         coalesce(per_host.fabric_missing_nodes, []) as fabric_missing_nodes,
         coalesce(per_host.fabric_missing_leaves, []) as fabric_missing_leaves,
     from stalls
@@ -199,6 +203,7 @@ final as (
         n_pool_metadata_targets,
         n_topology_nodes,
         n_phase_ranks,
+        writes_to_pool,
         has_fabric,
         has_smart,
         has_pool_gc,
@@ -216,7 +221,7 @@ final as (
         list_filter([
             case when not has_fabric then 'fabric' end,
             case when not has_smart then 'smart' end,
-            case when not has_pool then 'pool' end,
+            case when not has_pool and writes_to_pool then 'pool' end,
             case when not has_topology then 'topology' end,
             case when not has_phases then 'phases' end,
         ], lambda family: family is not null) as missing,

@@ -359,7 +359,7 @@ COVERAGE_COLUMNS = (
     "telemetry", "missing", "has_fabric", "has_smart", "has_pool", "has_pool_gc",
     "has_pool_metadata", "has_topology", "has_phases", "n_nodes", "n_fabric_nodes",
     "n_targets", "n_smart_targets", "n_pool_gc_targets", "n_pool_metadata_targets",
-    "fabric_missing_nodes", "fabric_missing_leaves",
+    "writes_to_pool", "fabric_missing_nodes", "fabric_missing_leaves",
 )
 
 
