@@ -29,10 +29,11 @@ JOB_KEYS = {"job_id", "tier", "n_ranks", "timeout_s", "warning_s", "critical_s",
             "n_checkpoints", "barrier_p50_s", "barrier_p99_s", "barrier_max_s", "worst_step",
             "n_stalls", "n_timed_out", "checkpoints", "stalls"}
 CHECKPOINT_KEYS = {"step", "start_ts", "end_ts", "p50_s", "p99_s", "barrier_s", "baseline_s",
-                   "is_stall", "n_unfinished", "timed_out"}
+                   "is_stall", "n_unfinished", "timed_out", "timeout_reason", "n_timed_out"}
 STALL_KEYS = {"job_id", "step", "tier", "start_ts", "end_ts", "barrier_s", "baseline_s",
               "ratio_to_baseline", "p50_s", "p99_s", "n_ranks", "n_slow", "cause", "score",
               "evidence", "causes", "postmortem", "n_unfinished", "timed_out",
+              "timeout_reason", "n_timed_out", "why_timed_out",
               "barrier_is_lower_bound", "never_finished", "telemetry", "missing_telemetry"}
 HEADROOM_KEYS = {"job_id", "tier", "n_checkpoints", "p50_s", "p99_s", "max_s", "tail_stat",
                  "tail_s", "timeout_s", "headroom_s", "warning_s", "critical_s", "level",

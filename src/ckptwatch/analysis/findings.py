@@ -6,7 +6,8 @@ daily report; ``ckptwatch stalls`` / ``explain`` / ``demo`` and the post-mortem 
 A :class:`StallRecord` crosses module boundaries; ``to_dict()`` is its JSON form (the keys of
 ``ckptwatch stalls --format json``). A stall whose ranks never finished carries
 ``n_unfinished``, ``timed_out`` and ``barrier_is_lower_bound`` and where its unfinished ranks
-were last seen; :attr:`StallRecord.never_finished` says it in words.
+were last seen; :attr:`StallRecord.never_finished` says it in words. A stall that timed out
+carries ``timeout_reason`` and ``n_timed_out``; :attr:`StallRecord.why_timed_out` says why.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ckptwatch.analysis.attribution import (
 )
 from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.analysis.stalls import stall_features
+from ckptwatch.analysis.timeouts import why_timed_out
 from ckptwatch.analysis.unfinished import never_finished
 from ckptwatch.lake.query import connect
 
@@ -60,9 +62,12 @@ class StallRecord:
     #: Ranks with a start marker, and those of them that never finished (no record).
     n_started: int = 0
     n_unfinished: int = 0
-    #: Unfinished ranks still open at the job's checkpoint timeout (or, without one, at the
-    #: end of the data).
+    #: The checkpoint timed out (``checkpoint_latency.timed_out``), and why
+    #: (``timeout_reason``: status, unfinished or barrier; None when it did not); n_timed_out:
+    #: its ranks whose record says timeout.
     timed_out: bool = False
+    timeout_reason: str | None = None
+    n_timed_out: int = 0
     #: With unfinished ranks ``barrier_s`` is a lower bound: the barrier lasted at least that.
     barrier_is_lower_bound: bool = False
     #: Where the unfinished ranks were last seen, most common first.
@@ -105,12 +110,20 @@ class StallRecord:
             leaves=self.unfinished_leaves, targets=self.unfinished_targets,
             timed_out=self.timed_out)
 
+    @property
+    def why_timed_out(self) -> str:
+        """"timed out: 16 of 16 ranks report timeout" (empty when it did not time out)."""
+        return why_timed_out(reason=self.timeout_reason if self.timed_out else None,
+                             n_timed_out=self.n_timed_out,
+                             n_ranks=self.n_ranks + self.n_unfinished)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the stall's columns, ``cause``, ``causes`` (ranked) and ``features``."""
         out: dict[str, Any] = {k: getattr(self, k) for k in _COLUMNS}
         for k in _UNFINISHED_LISTS:
             out[k] = list(getattr(self, k))
         out["never_finished"] = self.never_finished
+        out["why_timed_out"] = self.why_timed_out
         out["cause"] = self.cause
         out["telemetry"] = list(self.telemetry)
         out["missing_telemetry"] = list(self.missing_telemetry)
@@ -122,7 +135,8 @@ class StallRecord:
 
 _COLUMNS = ("job_id", "step", "tier", "start_ts", "end_ts", "n_ranks", "barrier_s", "p50_s",
             "p99_s", "baseline_s", "ratio_to_baseline", "n_stragglers", "n_slow", "n_started",
-            "n_unfinished", "timed_out", "barrier_is_lower_bound")
+            "n_unfinished", "timed_out", "timeout_reason", "n_timed_out",
+            "barrier_is_lower_bound")
 _UNFINISHED_LISTS = ("unfinished_nodes", "unfinished_leaves", "unfinished_targets")
 
 
@@ -178,6 +192,8 @@ def stall_records(features: pl.DataFrame,
             n_started=int(row.get("n_started") or 0),
             n_unfinished=int(row.get("n_unfinished") or 0),
             timed_out=bool(row.get("timed_out")),
+            timeout_reason=row.get("timeout_reason"),
+            n_timed_out=int(row.get("n_timed_out") or 0),
             barrier_is_lower_bound=bool(row.get("barrier_is_lower_bound")),
             coverage=dict(row.get("coverage") or {}),
             **{k: tuple(row.get(k) or ()) for k in _UNFINISHED_LISTS}))

@@ -11,10 +11,11 @@ from ckptwatch.settings import default_lake
 #: Columns shown by ``--format table`` (csv and json carry every column of the mart).
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "checkpoint": ("job_id", "step", "tier", "n_ranks", "n_unfinished", "p50_s", "p90_s",
-                   "p99_s", "max_s", "barrier_s", "timed_out", "p99_over_p50",
-                   "bandwidth_gb_per_s", "write_p50_s", "fsync_p50_s"),
-    "job": ("job_id", "tier", "n_checkpoints", "rank_p50_s", "barrier_p50_s", "barrier_p99_s",
-            "barrier_max_s", "barrier_trend_s_per_h", "timeout_s", "headroom_s"),
+                   "p99_s", "max_s", "barrier_s", "timed_out", "timeout_reason",
+                   "p99_over_p50", "bandwidth_gb_per_s", "write_p50_s", "fsync_p50_s"),
+    "job": ("job_id", "tier", "n_checkpoints", "n_timed_out", "rank_p50_s", "barrier_p50_s",
+            "barrier_p99_s", "barrier_max_s", "barrier_trend_s_per_h", "timeout_s",
+            "headroom_s"),
     "tier": ("tier", "n_jobs", "n_checkpoints", "rank_p50_s", "rank_p99_s", "barrier_p50_s",
              "barrier_p99_s", "barrier_max_s"),
 }
@@ -30,8 +31,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the job's checkpoints, its trend and the headroom to the checkpoint timeout. --by "
         "tier: the same over every checkpoint of each tier. Times in seconds. A checkpoint "
         "whose ranks wrote start markers counts them (n_started); ranks that never finished "
-        "(n_unfinished) make its barrier a lower bound (barrier_is_lower_bound), and timed_out "
-        "when they were still open at the job's checkpoint timeout.")
+        "(n_unfinished) make its barrier a lower bound (barrier_is_lower_bound). timed_out and "
+        "timeout_reason say whether and why a checkpoint timed out: 'status' (a rank's record "
+        "says timeout; n_timed_out counts those ranks), 'unfinished' (ranks still open at the "
+        "job's checkpoint timeout) or 'barrier' (the barrier reached the timeout); --by job "
+        "counts the timed-out checkpoints (n_timed_out).")
     p.add_argument("--lake", type=Path, default=default_lake(),
                    help="lake directory (default: %(default)s; env CKPTWATCH_LAKE)")
     p.add_argument("--by", choices=("checkpoint", "job", "tier"), default="checkpoint",

@@ -36,7 +36,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "numbers; `unknown` when no signal supports a cause. A checkpoint whose ranks never "
         "finished is judged on a lower bound of its barrier, and one that outlasted the job's "
         "timeout is a stall whatever the ratio; JSON keys n_started, n_unfinished, timed_out, "
-        "barrier_is_lower_bound and never_finished say so.")
+        "barrier_is_lower_bound and never_finished say so. A checkpoint that timed out is a "
+        "stall too; timeout_reason says why (status: a rank's record says timeout, counted in "
+        "n_timed_out; unfinished: ranks open at the job's timeout; barrier: the barrier "
+        "reached it) and why_timed_out in words.")
     _common(p)
     p.add_argument("--job", help="only this job")
     p.add_argument("--format", choices=("table", "json"), default="table",
@@ -73,6 +76,7 @@ def render_stalls(findings: StallFindings) -> str:
     to the 0.1 s, scores to the 0.001 they are shown with; control characters escaped)."""
     import polars as pl
 
+    from ckptwatch.analysis.timeouts import timeout_mark
     from ckptwatch.cli._render import render_table
     from ckptwatch.safetext import escape_controls
 
@@ -83,6 +87,7 @@ def render_stalls(findings: StallFindings) -> str:
         "barrier_s": r.barrier_s, "baseline_s": r.baseline_s,
         "x": r.ratio_to_baseline, "slow": f"{r.n_slow}/{r.n_ranks + r.n_unfinished}",
         "unfinished": _unfinished_cell(r.n_unfinished, r.timed_out),
+        "timed_out": timeout_mark(r.timed_out, r.timeout_reason),
         "cause": r.cause, "score": r.top.score,
         "evidence": (r.top.evidence or [""])[0][:160],
     } for r in findings.stalls]
@@ -91,6 +96,12 @@ def render_stalls(findings: StallFindings) -> str:
     hung = [escape_controls(r.never_finished) for r in findings.stalls if r.n_unfinished]
     note = ("\nbarrier_s is a lower bound where ranks are unfinished:\n  " + "\n  ".join(hung)
             if hung else "")
+    timed_out = [escape_controls(f"{r.job_id} step {r.step} {r.why_timed_out}")
+                 for r in findings.stalls if r.timed_out]
+    if timed_out:
+        note += (f"\n{len(timed_out)} timed out (status: a rank's record says timeout; "
+                 "unfinished: ranks open at the timeout; barrier: the barrier reached it):\n  "
+                 + "\n  ".join(timed_out))
     return table + f"\n{len(findings.stalls)} stall(s); attribution: {how}" + note
 
 
@@ -164,6 +175,7 @@ def run_explain(args: argparse.Namespace) -> int:
         f"job's rolling median {rec['baseline_s']:.1f} s; {ranks}; {rec['n_slow']} of "
         f"{rec['n_ranks'] + rec['n_unfinished']} ranks slow",
         *([f"  {rec['never_finished']}"] if rec["never_finished"] else []),
+        *([f"  {rec['why_timed_out']}"] if rec["why_timed_out"] else []),
         f"  attribution: {'rules + model' if with_model else 'rules only'}",
     ]
     for i, c in enumerate(rec["causes"], start=1):

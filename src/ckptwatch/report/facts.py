@@ -113,6 +113,8 @@ def _stall_entry(stall: StallRecord, lake_root: Path) -> dict[str, Any]:
         "ratio_to_baseline": rec["ratio_to_baseline"], "p50_s": rec["p50_s"],
         "p99_s": rec["p99_s"], "n_ranks": rec["n_ranks"], "n_slow": rec["n_slow"],
         "n_unfinished": rec["n_unfinished"], "timed_out": rec["timed_out"],
+        "timeout_reason": rec["timeout_reason"], "n_timed_out": rec["n_timed_out"],
+        "why_timed_out": rec["why_timed_out"] or None,
         "barrier_is_lower_bound": rec["barrier_is_lower_bound"],
         "never_finished": rec["never_finished"],
         "cause": rec["cause"], "score": top["score"], "evidence": list(top["evidence"]),
@@ -146,7 +148,8 @@ def _jobs(frame: pl.DataFrame, stalls: list[dict[str, Any]],
             "n_timed_out": int(rows["timed_out"].sum()),
             "checkpoints": rows.select("step", "start_ts", "end_ts", "p50_s", "p99_s",
                                        "barrier_s", "baseline_s", "is_stall", "n_unfinished",
-                                       "timed_out").to_dicts(),
+                                       "timed_out", "timeout_reason",
+                                       "n_timed_out").to_dicts(),
             "stalls": [{k: s[k] for k in ("step", "start_ts", "barrier_s", "cause")}
                        for s in mine],
         })
@@ -355,6 +358,7 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
         "attribution": "rules + model" if findings.with_model else "rules only",
         "summary": {
             "jobs": len(jobs), "checkpoints": frame.height, "stalls": len(stalls),
+            "checkpoints_timed_out": int(frame["timed_out"].sum()),
             "stalls_by_cause": dict(Counter(s["cause"] for s in stalls).most_common()),
             "alerts": len(alert_run.alerts) if alert_run else 0,
             "alerts_firing": len(alert_run.evaluation.state.firing) if alert_run else 0,

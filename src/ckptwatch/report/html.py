@@ -93,6 +93,7 @@ def _summary_html(r: Mapping[str, Any]) -> str:
     s = r["summary"]
     causes = ", ".join(f"{n} {c}" for c, n in s["stalls_by_cause"].items()) or "none"
     cards = [(s["jobs"], "jobs"), (s["checkpoints"], "checkpoints"), (s["stalls"], "stalls"),
+             (s.get("checkpoints_timed_out", 0), "timed out"),
              (s["jobs_critical"], "jobs critical"), (s["jobs_warning"], "jobs warning"),
              (s["alerts"], "alerts sent" if r["alerts"]["sent"] else
               "alerts undelivered" if r["alerts"]["failures"] else "alerts due"),
@@ -136,7 +137,11 @@ def _stalls_html(r: Mapping[str, Any]) -> str:
         return '<p class="panel">No stalls on this day.</p>'
     rows = []
     for s in r["stalls"]:
-        hung = ([s["never_finished"]] if s.get("never_finished") else [])
+        hung = ([s["why_timed_out"]] if s.get("why_timed_out") else []) + (
+            [s["never_finished"]] if s.get("never_finished") else [])
+        mark = ('<div><span class="badge critical" title="'
+                f'{_e(s.get("why_timed_out") or "")}">timed out</span></div>'
+                if s.get("timed_out") else "")
         ev = "".join(f"<li>{_e(line)}</li>" for line in [*hung, *s["evidence"][:3]])
         bound = "≥ " if s.get("barrier_is_lower_bound") else ""
         others = [c for c in s["causes"][1:] if c["supported"]]
@@ -144,7 +149,7 @@ def _stalls_html(r: Mapping[str, Any]) -> str:
             f'{_e(c["cause"])} {c["score"]:.2f}' for c in others) + "</div>")
         rows.append([
             _e(s["job_id"]), str(s["step"]), _time(s["start_ts"]),
-            f'{bound}{_s(s["barrier_s"])} s', f'{_s(s["baseline_s"])} s',
+            f'{bound}{_s(s["barrier_s"])} s{mark}', f'{_s(s["baseline_s"])} s',
             f'×{_s(s["ratio_to_baseline"])}', f'{s["n_slow"]}/{s["n_ranks"]}',
             _cause_badge(s["cause"], s["score"]) + _telemetry_html(s),
             f'<ul class="ev">{ev}</ul>{more}<code>{_e(s["postmortem"])}</code>'])

@@ -151,7 +151,8 @@ def open_stall(lake: Path | str, job: str, step: int | None = None, *,
 
 
 def headline(case: StallCase) -> str:
-    """A Markdown paragraph: what stalled, how badly, and the top cause."""
+    """A Markdown paragraph: what stalled, how badly, whether and why it timed out, and the
+    top cause."""
     r = case.report
     top = r["causes"][0]
     bound = "≥ " if r["barrier_is_lower_bound"] else ""
@@ -164,6 +165,8 @@ def headline(case: StallCase) -> str:
         f"- window: {case.start_ts:%Y-%m-%d %H:%M:%S} → {case.end_ts:%H:%M:%S} UTC; "
         f"{ranks}; **{r['n_slow']} of {r['n_ranks'] + r['n_unfinished']} ranks slow**",
     ]
+    if r["why_timed_out"]:
+        lines.append(f"- **{r['why_timed_out']}**")
     if r["never_finished"]:
         lines.append(f"- **{r['never_finished']}**")
     lines.append(f"- top cause: **{top['cause']}** (score {top['score']:.2f}; attribution: "
