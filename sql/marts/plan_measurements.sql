@@ -4,6 +4,11 @@
 -- every rank counted whatever its status); the writes are stg_checkpoint_writes' (a write sent
 -- twice counts once), each under its checkpoint's tier as checkpoint_latency names it.
 -- is_main_tier marks the tier planning uses: the one with more rank writes (ties: by name).
+-- What the job's timeouts cost: its checkpoint timeout and interval (stg_jobs; null without
+-- metadata), the interval measured instead (measured_interval_s: the median gap between
+-- consecutive checkpoint starts on the tier), its timed-out checkpoints (job_latency.n_timed_out)
+-- and the span they were observed over (observed_s: first checkpoint start to last end).
+-- ckptwatch.planning.measure scales n_timed_out / observed_s to a year.
 -- Contract: plan_measurements.contract.yml.
 create or replace view plan_measurements as
 with
@@ -17,6 +22,29 @@ checkpoints as (
 
 job_barriers as (
     select * from job_latency
+),
+
+jobs as (
+    select * from stg_jobs
+),
+
+start_gaps as (
+    select
+        job_id,
+        tier,
+        epoch(start_ts - lag(start_ts) over (
+            partition by job_id, tier order by start_ts, step
+        )) as gap_s,
+    from checkpoints
+),
+
+intervals as (
+    select
+        job_id,
+        tier,
+        median(gap_s) as measured_interval_s,
+    from start_gaps
+    group by job_id, tier
 ),
 
 tier_writes as (
@@ -75,9 +103,16 @@ final as (
         per_tier.bytes_per_rank,
         job_barriers.barrier_p50_s,
         job_barriers.barrier_p99_s,
+        jobs.checkpoint_timeout_s as timeout_s,
+        jobs.checkpoint_interval_s,
+        intervals.measured_interval_s,
+        job_barriers.n_timed_out,
+        epoch(job_barriers.last_ts - job_barriers.first_ts) as observed_s,
     from job_barriers
     inner join per_tier using (job_id, tier)
     inner join node_sizes using (job_id, tier)
+    left join intervals using (job_id, tier)
+    left join jobs using (job_id)
 )
 
 select * from final;

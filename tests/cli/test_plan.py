@@ -9,10 +9,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tests.sql_seed import seed
 
 from ckptwatch.cli.main import main
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
+from ckptwatch.planning.model import SECONDS_PER_YEAR
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT_ROOT / "examples" / "plan.yaml"
@@ -117,22 +119,30 @@ def test_sweep_json_and_svg_plot(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert "<svg" in svg.read_text()[:2000]
 
 
-def _write_lake(root: Path) -> Path:
-    """Job train-7 on the pool: 6 checkpoints x 16 ranks on 2 nodes, 4 GB per rank; barriers
-    30, 30, 32, 34, 90, 31 s (rank 5)."""
+def _write_lake(root: Path, *, timeout_s: float | None = 120.0,
+                interval_s: float | None = None) -> Path:
+    """Job train-7 on the pool: 6 checkpoints x 16 ranks on 2 nodes, 4 GB per rank, one every
+    600 s; barriers 30, 30, 32, 34, 90, 31 s (rank 5); with ``timeout_s`` its jobs row (that
+    timeout, and ``interval_s``); the 90 s checkpoint's rank 5 reports "timeout"."""
     Lake(root).init()
     start = datetime(2026, 11, 1, tzinfo=UTC)
     rows = []
     for step, barrier in enumerate([30.0, 30.0, 32.0, 34.0, 90.0, 31.0]):
+        at = start + timedelta(seconds=600 * step)
         for rank in range(16):
             d = barrier if rank == 5 else 25.0
             rows.append({"job_id": "train-7", "step": step * 100, "rank": rank,
-                         "node": f"n{rank // 8}", "tier": "pool", "start_ts": start,
-                         "end_ts": start + timedelta(seconds=d), "duration_s": d,
-                         "bytes": 4_000_000_000})
+                         "node": f"n{rank // 8}", "tier": "pool", "start_ts": at,
+                         "end_ts": at + timedelta(seconds=d), "duration_s": d,
+                         "bytes": 4_000_000_000,
+                         "status": "timeout" if d == 90.0 else "ok"})
     part = root / "checkpoint_writes" / "date=2026-11-02"
     part.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows), part / "part-a.parquet")
+    if timeout_s is not None:
+        seed(root, "jobs", [{"job_id": "train-7", "n_ranks": 16,
+                             "checkpoint_timeout_s": timeout_s,
+                             "checkpoint_interval_s": interval_s}])
     return root
 
 
@@ -314,3 +324,80 @@ def test_sweep2_map_json_and_png(capsys: pytest.CaptureFixture[str], tmp_path: P
                             "ranks=64:16384:4", "pool_fixed_cost=100000:5000000:3")
     assert "best strategy by cost over ranks (across" in out
     assert "LLPP" in out or "LLLP" in out
+
+
+# -- the job's own timeout, interval and measured timeouts ----------------------------------------
+
+def _timeouts(data: dict[str, object]) -> dict[str, object]:
+    measured = data["measured"]
+    assert isinstance(measured, dict)
+    timeouts: dict[str, object] = measured["timeouts"]
+    return timeouts
+
+
+def _pool(data: dict[str, object]) -> dict[str, object]:
+    strategies = data["strategies"]
+    assert isinstance(strategies, list)
+    pool: dict[str, object] = next(s for s in strategies if s["name"] == "pool")
+    return pool
+
+
+def test_from_lake_uses_the_jobs_timeout_interval_and_measured_timeouts(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # 1 timed-out checkpoint in 5 x 600 s + 31 s observed; the interval measured: 600 s.
+    lake = _write_lake(tmp_path / "lake")
+    data = plan_json(capsys, "--from-lake", str(lake), "--job", "train-7")
+    assert data["inputs"]["checkpoint_timeout_s"] == 120.0  # type: ignore[index]
+    t = _timeouts(data)
+    assert (t["timeout_s"], t["timeout_source"]) == (120.0, "jobs.checkpoint_timeout_s")
+    assert t["interval_s"] == pytest.approx(600.0)
+    assert str(t["interval_source"]).startswith("measured: median gap between the 6 checkpoint")
+    assert t["per_year"] == pytest.approx(1 / 3031 * SECONDS_PER_YEAR)
+    assert t["probability"] == pytest.approx(600 / 3031)
+    assert _pool(data)["timeout_probability"] == pytest.approx(600 / 3031)
+    assert _pool(data)["timeouts_per_year"] > 0  # type: ignore[operator]
+    code, out, _ = run_plan(capsys, "--from-lake", str(lake), "--job", "train-7")
+    assert "\n  checkpoint timeout: 120 s (jobs.checkpoint_timeout_s)\n" in out
+    assert ("\n  timeouts: 10,404 a year (1 of 6 checkpoints timed out in the 0.842 h "
+            "observed, first checkpoint start to last end, scaled to a year) -> 0.198 of pool "
+            "checkpoints time out") in out
+
+
+def test_flags_override_the_lakes_timeout_interval_and_rate(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    lake = _write_lake(tmp_path / "lake", interval_s=900.0)
+    t = _timeouts(plan_json(capsys, "--from-lake", str(lake), "--job", "train-7"))
+    assert (t["interval_s"], t["interval_source"]) == (900.0, "jobs.checkpoint_interval_s")
+    data = plan_json(capsys, "--from-lake", str(lake), "--job", "train-7",
+                     "--checkpoint-interval-s", "300", "--timeouts-per-year", "100")
+    t = _timeouts(data)
+    assert (t["interval_source"], t["per_year_source"]) == ("--checkpoint-interval-s",
+                                                            "--timeouts-per-year")
+    assert _pool(data)["timeout_probability"] == pytest.approx(100 * 300 / SECONDS_PER_YEAR)
+    # another timeout: the rate measured at 120 s does not apply; the tail gives it
+    data = plan_json(capsys, "--from-lake", str(lake), "--job", "train-7",
+                     "--checkpoint-timeout-s", "60")
+    t = _timeouts(data)
+    assert (t["timeout_s"], t["per_year"], t["probability"]) == (60.0, None, None)
+    assert data["inputs"]["checkpoint_timeout_s"] == 60.0  # type: ignore[index]
+    assert 0 < _pool(data)["timeout_probability"] < 600 / 3031  # type: ignore[operator]
+
+
+def test_from_lake_without_a_timeout_asks_for_one(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    lake = _write_lake(tmp_path / "lake", timeout_s=None)
+    code, _, err = run_plan(capsys, "--from-lake", str(lake), "--job", "train-7")
+    assert code == 2
+    assert ("job 'train-7' has no checkpoint_timeout_s in the lake's jobs table; give "
+            "--checkpoint-timeout-s S (0: no timeout) or checkpoint_timeout_s in --config") in err
+    data = plan_json(capsys, "--from-lake", str(lake), "--job", "train-7",
+                     "--checkpoint-timeout-s", "150")
+    assert _timeouts(data)["timeout_source"] == "--checkpoint-timeout-s"
+    config = tmp_path / "plan.toml"
+    config.write_text("checkpoint_timeout_s = 200\n")
+    data = plan_json(capsys, "--config", str(config), "--from-lake", str(lake), "--job",
+                     "train-7")
+    assert (_timeouts(data)["timeout_s"], _timeouts(data)["timeout_source"]) == (200.0,
+                                                                                  "--config")
+    code, _, err = run_plan(capsys, "--timeouts-per-year", "3")
+    assert code == 2 and "give --from-lake LAKE --job J too" in err

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from tests.sql_seed import INGESTED, seed
 
-from ckptwatch.errors import LakeError
+from ckptwatch.errors import LakeError, PlanInputError
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
@@ -21,8 +21,10 @@ from ckptwatch.planning.measure import (
     calibrate,
     measure_from_lake,
     measure_jobs_from_lake,
+    resolve_timeouts,
+    timeouts_of,
 )
-from ckptwatch.planning.model import PlanInputs, evaluate_strategy
+from ckptwatch.planning.model import SECONDS_PER_YEAR, PlanInputs, evaluate_strategy
 
 
 def _write_lake(root: Path) -> Path:
@@ -280,3 +282,56 @@ def test_many_jobs_at_once_are_each_jobs_measurement(tmp_path: Path) -> None:
     assert isinstance(error, LakeError)
     assert "job 'j9' has no checkpoint writes" in str(error) and "include: j1, j2" in str(error)
     assert measure_jobs_from_lake(root, []) == {}
+
+
+# -- the job's timeout, interval and measured timeouts -------------------------------------------
+
+def _measured(**kw: Any) -> LakeMeasurement:
+    """A pool job of 20 checkpoints over 10,000 s observed, 2 of them timed out."""
+    base: dict[str, Any] = {
+        "job_id": "j", "tier": "pool", "checkpoints": 20, "ranks": 16, "gpus_per_node": 8,
+        "bytes_per_rank": 1e9, "p50_s": 10.0, "p99_s": 30.0, "source": "lake",
+        "timeout_s": 60.0, "checkpoint_interval_s": None, "measured_interval_s": 500.0,
+        "n_timed_out": 2, "observed_s": 10_000.0}
+    return LakeMeasurement(**{**base, **kw})
+
+
+def test_calibrate_takes_the_jobs_timeout_and_its_measured_timeout_probability() -> None:
+    m = _measured()
+    assert m.timeouts_per_year == pytest.approx(2 / 10_000 * SECONDS_PER_YEAR)
+    assert (m.interval_s, m.interval_source) == (
+        500.0, "measured: median gap between the 20 checkpoint starts")
+    inputs = calibrate(PlanInputs(), m)
+    assert inputs.checkpoint_timeout_s == 60.0
+    # 2 per 10,000 s at one checkpoint per 500 s: 0.1 of the checkpoints time out
+    assert inputs.measured_timeout_probability == pytest.approx(0.1)
+    assert evaluate_strategy("pool", inputs).timeout_probability == pytest.approx(0.1)
+    assert evaluate_strategy("local", inputs).timeout_probability < 0.1  # from its own tail
+    # the jobs table's interval wins over the measured one
+    inputs = calibrate(PlanInputs(), _measured(checkpoint_interval_s=1000.0))
+    assert inputs.measured_timeout_probability == pytest.approx(0.2)
+
+
+def test_no_timeout_seen_leaves_the_probability_to_the_tail() -> None:
+    m = _measured(n_timed_out=0)
+    t = timeouts_of(m)
+    assert (t.per_year, t.probability) == (None, None)
+    assert t.per_year_source.startswith("none measured: 0 of 20 checkpoints timed out")
+    inputs = calibrate(PlanInputs(), m)
+    assert inputs.measured_timeout_probability is None
+    tail_q = evaluate_strategy("pool", inputs).timeout_probability
+    assert 0 < tail_q < 0.1
+
+
+def test_resolving_without_any_timeout_is_an_error_naming_the_fix() -> None:
+    m = _measured(timeout_s=None)
+    with pytest.raises(PlanInputError, match=r"^job 'j' has no checkpoint_timeout_s in the "
+                       r"lake's jobs table; give --checkpoint-timeout-s S"):
+        resolve_timeouts(m)
+    assert resolve_timeouts(m, config_timeout=90.0).timeouts == timeouts_of(
+        m, config_timeout=90.0)
+    assert timeouts_of(m, config_timeout=90.0).timeout_source == "--config"
+    with pytest.raises(PlanInputError, match="--timeouts-per-year must be >= 0"):
+        timeouts_of(m, per_year_flag=-1.0)
+    # a probability near 1 is held below it: the model's wall time stays finite
+    assert timeouts_of(_measured(observed_s=100.0)).probability == 0.99  # 2 per 100 s

@@ -22,7 +22,12 @@ from pathlib import Path
 from ckptwatch.errors import PlanInputError
 from ckptwatch.planning.failures import FailureEstimate, read_failures
 from ckptwatch.planning.inputs import inputs_from_mapping, load_config, parse_sweep
-from ckptwatch.planning.measure import LakeMeasurement, calibrate, measure_from_lake
+from ckptwatch.planning.measure import (
+    LakeMeasurement,
+    calibrate,
+    measure_from_lake,
+    resolve_timeouts,
+)
 from ckptwatch.planning.model import PARAMETERS, PRICE_FIELDS, STRATEGIES, PlanInputs
 from ckptwatch.planning.sweep import Plan, make_plan
 
@@ -90,6 +95,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       "and the tail factor (p99/p50) of --job from LAKE's checkpoint writes "
                       "(the plan_measurements view)")
     lake.add_argument("--job", metavar="J", help="job_id to read with --from-lake")
+    lake.add_argument("--checkpoint-interval-s", type=float, metavar="S",
+                      help="with --from-lake: the job's checkpoint interval, seconds (default: "
+                      "its jobs.checkpoint_interval_s, else the median gap between its "
+                      "checkpoint starts)")
+    lake.add_argument("--timeouts-per-year", type=float, metavar="X",
+                      help="with --from-lake: the job's checkpoint timeouts a year (default: "
+                      "its timed-out checkpoints over the span observed, scaled to a year); "
+                      "with the interval, the measured tier's timeout probability per "
+                      "checkpoint (X x interval / a year)")
     lake.add_argument("--failures", type=Path, metavar="FILE",
                       help="CSV of interruptions (counts per cause, or timestamps) -> node MTBF "
                       "with a confidence interval; overrides --config's node_mtbf_h")
@@ -130,10 +144,12 @@ def _build(args: argparse.Namespace) -> tuple[PlanInputs, LakeMeasurement | None
     """Inputs, measurement, failure estimate, and whether any price was given."""
     inputs = PlanInputs()
     given: set[str] = set()
+    config_timeout = None
     if args.config is not None:
         values = inputs_from_mapping(load_config(args.config), origin=str(args.config))
         given |= set(values)
         inputs = inputs.updated(values)
+        config_timeout = values.get("checkpoint_timeout_s")
     failures = None
     if args.failures is None and (args.failures_days is not None
                                   or args.failures_gpus is not None):
@@ -147,8 +163,16 @@ def _build(args: argparse.Namespace) -> tuple[PlanInputs, LakeMeasurement | None
     measurement = None
     if (args.from_lake is None) != (args.job is None):
         raise PlanInputError("--from-lake LAKE and --job J go together; give both or neither")
+    if args.from_lake is None and (args.checkpoint_interval_s is not None
+                                   or args.timeouts_per_year is not None):
+        raise PlanInputError("--checkpoint-interval-s and --timeouts-per-year override what "
+                             "--from-lake measures; give --from-lake LAKE --job J too")
     if args.from_lake is not None:
-        measurement = measure_from_lake(args.from_lake, args.job)
+        measurement = resolve_timeouts(
+            measure_from_lake(args.from_lake, args.job),
+            timeout_flag=getattr(args, PARAMETERS["checkpoint_timeout"].key),
+            config_timeout=config_timeout, interval_flag=args.checkpoint_interval_s,
+            per_year_flag=args.timeouts_per_year)
         inputs = calibrate(inputs, measurement)
     flags = {p.key: getattr(args, p.key) for p in PARAMETERS.values()
              if getattr(args, p.key) is not None}
@@ -302,6 +326,19 @@ def render_plan(plan: Plan) -> str:
                          f" -> {fit.best.family} used for timeouts")
         lines.append(f"  restart cost: {m.restart_source}"
                      + ("" if m.restore_s is None else f" = {m.restore_s:.1f} s"))
+        t = m.timeouts
+        if t is not None:
+            q = t.probability
+            lines += [
+                f"  checkpoint timeout: {i.checkpoint_timeout_s:g} s ({t.timeout_source})",
+                "  checkpoint interval: "
+                + ("unknown" if t.interval_s is None else f"{t.interval_s:,.0f} s")
+                + f" ({t.interval_source})",
+                "  timeouts: " + (t.per_year_source if t.per_year is None
+                                  else f"{_fmt_rate(t.per_year)} a year ({t.per_year_source})")
+                + ("" if q is None else
+                   f" -> {q:.3g} of {m.tier} checkpoints time out (timeouts a year x interval "
+                   "/ a year), used instead of the tail's probability")]
     if plan.failures is not None:
         fe = plan.failures
         lo, hi = fe.node_mtbf_ci_s

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckptwatch.errors import LakeError, PlanInputError
-from ckptwatch.planning.model import PlanInputs
+from ckptwatch.planning.model import SECONDS_PER_YEAR, PlanInputs
 from ckptwatch.planning.tails import TailFit, fit_tail
 
 if TYPE_CHECKING:
@@ -36,6 +36,11 @@ select
     bytes_per_rank,
     barrier_p50_s,
     barrier_p99_s,
+    timeout_s,
+    checkpoint_interval_s,
+    measured_interval_s,
+    n_timed_out,
+    observed_s,
 from plan_measurements
 where is_main_tier and list_contains($job_ids, job_id)
 """
@@ -114,6 +119,42 @@ limit 8
 """
 
 
+#: The highest timeout probability per checkpoint taken from a measurement: at 1 no segment of
+#: work ever completes and the model's wall time is infinite.
+MAX_MEASURED_TIMEOUT_PROBABILITY = 0.99
+
+
+def timeout_probability_of_rate(per_year: float | None, interval_s: float | None) -> float | None:
+    """Timeouts per checkpoint from timeouts per year at a checkpoint interval: ``per_year x
+    interval_s / a year`` (at most :data:`MAX_MEASURED_TIMEOUT_PROBABILITY`); None without
+    both."""
+    if per_year is None or interval_s is None or interval_s <= 0:
+        return None
+    return min(per_year * interval_s / SECONDS_PER_YEAR, MAX_MEASURED_TIMEOUT_PROBABILITY)
+
+
+@dataclass(frozen=True)
+class TimeoutInputs:
+    """The checkpoint timeout, interval and timeout rate a plan from the lake uses, each with
+    where it comes from (the job's row in the lake, a measurement, a flag or the config)."""
+
+    timeout_s: float | None
+    timeout_source: str
+    interval_s: float | None
+    interval_source: str
+    per_year: float | None
+    per_year_source: str
+
+    @property
+    def probability(self) -> float | None:
+        """Timeouts per checkpoint (:func:`timeout_probability_of_rate`)."""
+        return timeout_probability_of_rate(self.per_year, self.interval_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping."""
+        return {**asdict(self), "probability": self.probability}
+
+
 @dataclass(frozen=True)
 class LakeMeasurement:
     """One job's checkpoint barrier times on its main tier, from the ``plan_measurements`` mart.
@@ -141,6 +182,48 @@ class LakeMeasurement:
     restore_s: float | None = None
     restore_tier: str | None = None
     restores: int = 0
+    #: The job's checkpoint timeout and interval (``jobs`` table; None without them), the
+    #: interval measured instead (median gap between checkpoint starts), its timed-out
+    #: checkpoints and the span they were seen over (first start to last end), all on the tier.
+    timeout_s: float | None = None
+    checkpoint_interval_s: float | None = None
+    measured_interval_s: float | None = None
+    n_timed_out: int = 0
+    observed_s: float = 0.0
+    #: What the plan uses (:func:`resolve_timeouts`: the measurement, or the flags over it);
+    #: None until resolved.
+    timeouts: TimeoutInputs | None = None
+
+    @property
+    def interval_s(self) -> float | None:
+        """The job's checkpoint interval: the ``jobs`` table's, else measured (None: neither)."""
+        if self.checkpoint_interval_s is not None and self.checkpoint_interval_s > 0:
+            return self.checkpoint_interval_s
+        return self.measured_interval_s or None
+
+    @property
+    def interval_source(self) -> str:
+        """Where :attr:`interval_s` comes from, in words."""
+        if self.checkpoint_interval_s is not None and self.checkpoint_interval_s > 0:
+            return "jobs.checkpoint_interval_s"
+        if self.measured_interval_s:
+            return f"measured: median gap between the {self.checkpoints} checkpoint starts"
+        return "unknown (no checkpoint_interval_s and a single checkpoint)"
+
+    @property
+    def timeouts_per_year(self) -> float | None:
+        """Timed-out checkpoints per year: ``n_timed_out`` over the observed span, scaled to a
+        year (None when the span is empty)."""
+        if self.observed_s <= 0:
+            return None
+        return self.n_timed_out / self.observed_s * SECONDS_PER_YEAR
+
+    @property
+    def timeouts_how(self) -> str:
+        """How :attr:`timeouts_per_year` is computed, in words."""
+        return (f"{self.n_timed_out} of {self.checkpoints} checkpoints timed out in the "
+                f"{self.observed_s / 3600:.3g} h observed, first checkpoint start to last end, "
+                "scaled to a year")
 
     @property
     def tail_factor(self) -> float:
@@ -167,8 +250,11 @@ class LakeMeasurement:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping."""
         d = {**asdict(self), "tail_factor": self.tail_factor,
-             "restart_source": self.restart_source}
+             "restart_source": self.restart_source, "interval_s": self.interval_s,
+             "interval_source": self.interval_source,
+             "timeouts_per_year": self.timeouts_per_year, "timeouts_how": self.timeouts_how}
         d["barrier_s"] = list(self.barrier_s)
+        d["timeouts"] = None if self.timeouts is None else self.timeouts.to_dict()
         fit = self.tail_fit()
         d["tail_fit"] = None if fit is None else fit.to_dict()
         return d
@@ -244,7 +330,8 @@ def measure_jobs_from_lake(lake: Path | str, jobs: Sequence[str], *,
                 f"job {job!r} has no checkpoint writes in {pattern}; check --job (jobs there "
                 f"include: {', '.join(map(str, known)) or 'none'})")
             continue
-        tier, checkpoints, ranks, gpn, bytes_per_rank, p50, p99 = rows[job]
+        (tier, checkpoints, ranks, gpn, bytes_per_rank, p50, p99, timeout, interval,
+         measured_interval, n_timed_out, observed) = rows[job]
         if not p50 or p50 <= 0 or not bytes_per_rank or bytes_per_rank <= 0:
             out[job] = LakeError(
                 f"job {job!r} in {pattern}: barrier p50 {p50} s and bytes per rank "
@@ -257,8 +344,67 @@ def measure_jobs_from_lake(lake: Path | str, jobs: Sequence[str], *,
             p99_s=float(p99), source=pattern, barrier_s=tuple(barriers.get((job, tier), ())),
             restore_s=None if restore is None else float(restore[2]),
             restore_tier=None if restore is None else str(restore[0]),
-            restores=0 if restore is None else int(restore[1]))
+            restores=0 if restore is None else int(restore[1]),
+            timeout_s=None if timeout is None else float(timeout),
+            checkpoint_interval_s=None if interval is None else float(interval),
+            measured_interval_s=None if measured_interval is None else float(measured_interval),
+            n_timed_out=int(n_timed_out or 0), observed_s=float(observed or 0.0))
     return out
+
+
+def timeouts_of(m: LakeMeasurement, *, timeout_flag: float | None = None,
+                config_timeout: float | None = None, interval_flag: float | None = None,
+                per_year_flag: float | None = None) -> TimeoutInputs:
+    """The timeout inputs of ``m``: the checkpoint timeout from its flag, else the job's row in
+    the lake, else the config file (None: none of them); the interval and the timeouts per
+    year from their flags, else the lake. A measured rate is used only when a checkpoint
+    timed out (none in a short history says little: the tail gives the probability then), and
+    only at the timeout it was measured at."""
+    for name, value in (("--checkpoint-interval-s", interval_flag),
+                        ("--timeouts-per-year", per_year_flag)):
+        if value is not None and not 0 <= value < float("inf"):
+            raise PlanInputError(f"{name} must be >= 0 and finite (got {value:g})")
+    timeout: float | None
+    interval: float | None
+    if timeout_flag is not None:
+        timeout, timeout_source = timeout_flag, "--checkpoint-timeout-s"
+    elif m.timeout_s is not None:
+        timeout, timeout_source = m.timeout_s, "jobs.checkpoint_timeout_s"
+    else:
+        timeout, timeout_source = config_timeout, "--config"
+    if interval_flag is not None:
+        interval, interval_source = interval_flag, "--checkpoint-interval-s"
+    else:
+        interval, interval_source = m.interval_s, m.interval_source
+    per_year = m.timeouts_per_year
+    if per_year_flag is not None:
+        per_year, per_year_source = per_year_flag, "--timeouts-per-year"
+    elif timeout_flag is not None and m.timeout_s is not None and timeout_flag != m.timeout_s:
+        per_year, per_year_source = None, (
+            f"not used: measured at the job's {m.timeout_s:g} s timeout, not "
+            f"--checkpoint-timeout-s {timeout_flag:g} s; the tail gives the probability")
+    elif per_year is None or m.n_timed_out == 0:
+        per_year, per_year_source = None, (
+            f"none measured: {m.timeouts_how}; the tail gives the probability")
+    else:
+        per_year_source = m.timeouts_how
+    return TimeoutInputs(timeout, timeout_source, interval, interval_source, per_year,
+                         per_year_source)
+
+
+def resolve_timeouts(m: LakeMeasurement, *, timeout_flag: float | None = None,
+                     config_timeout: float | None = None, interval_flag: float | None = None,
+                     per_year_flag: float | None = None) -> LakeMeasurement:
+    """``m`` with :attr:`LakeMeasurement.timeouts` set (:func:`timeouts_of`). Raises
+    :class:`PlanInputError` when no timeout is known: planning from the lake takes no default
+    timeout."""
+    t = timeouts_of(m, timeout_flag=timeout_flag, config_timeout=config_timeout,
+                    interval_flag=interval_flag, per_year_flag=per_year_flag)
+    if t.timeout_s is None:
+        raise PlanInputError(
+            f"job {m.job_id!r} has no checkpoint_timeout_s in the lake's jobs table; give "
+            "--checkpoint-timeout-s S (0: no timeout) or checkpoint_timeout_s in --config")
+    return replace(m, timeouts=t)
 
 
 def calibrate(inputs: PlanInputs, m: LakeMeasurement) -> PlanInputs:
@@ -269,10 +415,19 @@ def calibrate(inputs: PlanInputs, m: LakeMeasurement) -> PlanInputs:
     bytes per node / p50 so it does not bind); ``local`` tier: local bandwidth = bytes per node
     / p50. The other tier keeps its configured values. With 5 or more barrier times the tier's
     tail (for timeouts) is the better of the lognormal and Pareto fits; with a measured restore
-    the restart cost of the restore's tier is its median.
+    the restart cost of the restore's tier is its median. The job's own checkpoint timeout
+    replaces the configured one, and its timeouts per year at its interval give the measured
+    tier's timeout probability per checkpoint (:attr:`LakeMeasurement.timeouts` when resolved,
+    else :func:`timeouts_of` the lake's values).
     """
     out = replace(inputs, ranks=m.ranks, gpus_per_node=m.gpus_per_node,
                   bytes_per_rank=m.bytes_per_rank)
+    t = m.timeouts or timeouts_of(m)
+    if t.timeout_s is not None:
+        out = replace(out, checkpoint_timeout_s=t.timeout_s)
+    q = t.probability
+    if q is not None:
+        out = replace(out, measured_timeout_tier=m.tier, measured_timeout_probability=q)
     fit = m.tail_fit()
     tail = None if fit is None else fit.best
     if m.restore_s is not None:

@@ -151,6 +151,12 @@ class PlanInputs:
     #: Barrier-time tails (relative to the median); None: from the tail factors (Pareto).
     pool_tail: BarrierTail | None = None
     local_tail: BarrierTail | None = None
+    #: Timeouts measured on one tier (``plan --from-lake``): the probability that a checkpoint
+    #: of ``measured_timeout_tier`` times out, used instead of that tier's tail (and held as it
+    #: is by sweeps and flips: it was measured at the job's own timeout and interval); None:
+    #: from the tail.
+    measured_timeout_tier: str | None = None
+    measured_timeout_probability: float | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -226,9 +232,18 @@ class PlanInputs:
             return self.pool_tail or tail_from_factor(self.tail_factor)
         return self.local_tail or tail_from_factor(self.local_tail_factor)
 
+    def timeout_probability(self, tier: str, p50_s: float) -> float:
+        """``P(barrier > checkpoint_timeout_s)`` per checkpoint of a tier: measured
+        (``measured_timeout_probability``) for the measured tier while a timeout is set, else
+        from the tier's tail at nominal barrier ``p50_s``."""
+        if (self.measured_timeout_probability is not None and tier == self.measured_timeout_tier
+                and self.checkpoint_timeout_s > 0):
+            return self.measured_timeout_probability
+        return timeout_probability(self.tail(tier), p50_s, self.checkpoint_timeout_s)
+
     def to_dict(self) -> dict[str, float | int]:
         """The inputs as a JSON-ready mapping (SI units; keys are the field names; the tails
-        are reported under ``tails``)."""
+        are reported under ``tails``, a measured timeout probability under ``measured``)."""
         return {k: v for k, v in asdict(self).items() if k not in NON_PARAMETER_FIELDS}
 
     def derived(self) -> dict[str, float | int]:
@@ -343,7 +358,8 @@ PARAMETERS: dict[str, Parameter] = {
     )
 }
 #: PlanInputs fields that are not user parameters (set from measurements only).
-NON_PARAMETER_FIELDS: frozenset[str] = frozenset({"pool_tail", "local_tail"})
+NON_PARAMETER_FIELDS: frozenset[str] = frozenset({
+    "pool_tail", "local_tail", "measured_timeout_tier", "measured_timeout_probability"})
 #: Price inputs: when any is given, ``best`` is chosen by cost unless --objective says not.
 PRICE_FIELDS: tuple[str, ...] = ("gpu_hour_usd", "pool_fixed_usd", "pool_staff_usd_per_year",
                                  "amortisation_years", "pool_usd_per_tb", "pool_usd_per_gb_s",
@@ -786,8 +802,7 @@ def evaluate_strategy(name: str, inputs: PlanInputs) -> StrategyResult:
     delta = lv.cost.cost_s
     f = lv.severe_fraction
     timeout_s = inputs.checkpoint_timeout_s
-    q = timeout_probability(inputs.tail("pool" if name == "pool" else "local"), lv.cost.p50_s,
-                            timeout_s)
+    q = inputs.timeout_probability("pool" if name == "pool" else "local", lv.cost.p50_s)
     point = _WallTime.of(lv, mtbf, q, timeout_s)
     tau, k = _optimum(lv, mtbf, q, timeout_s)
     t_base = point.base(tau, k)
