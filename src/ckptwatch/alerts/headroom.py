@@ -188,6 +188,15 @@ def headroom(checkpoints: pl.DataFrame, jobs: pl.DataFrame, settings: AlertSetti
     return out, skipped
 
 
+def newest_checkpoint_end(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """When the newest checkpoint of a connected lake ended (None: no checkpoint): the time
+    a replay of an old lake evaluates as of."""
+    from ckptwatch.lake.query import run_sql
+
+    end = run_sql(con, "select max(end_ts) as end_ts from checkpoint_latency")["end_ts"][0]
+    return None if end is None else end
+
+
 def load_window(con: duckdb.DuckDBPyConnection, settings: AlertSettings,
                 as_of: datetime | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(trailing-window checkpoints, job timeouts) from the marts of a connected lake.

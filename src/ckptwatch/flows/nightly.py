@@ -37,6 +37,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed
 
 from ckptwatch.alerts.evaluate import AlertRun, run_alerts
+from ckptwatch.alerts.headroom import newest_checkpoint_end
 from ckptwatch.analysis.findings import StallFindings, find_stalls
 from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError
 from ckptwatch.flows.ingest import dask_runner, ingest_flow, pop_dask_flag
@@ -140,15 +141,16 @@ def detect_stalls(lake_root: Path, con: duckdb.DuckDBPyConnection) -> StallFindi
 @task(task_run_name="alerts (send={send})", cache_policy=NO_CACHE)
 def evaluate_alerts(lake_root: Path, settings: Settings, send: bool,
                     lock_wait_s: float, findings: StallFindings,
-                    con: duckdb.DuckDBPyConnection) -> AlertRun:
+                    con: duckdb.DuckDBPyConnection, replay: bool = False) -> AlertRun:
     """Timeout headroom of every job; with ``send``, deliver the due alerts and keep state.
 
     Not retried: a failed sink keeps its alerts pending in the alert state, and the next run
     sends them (a retry here would only repeat the same attempt seconds later). An alert's
     likely cause comes from ``findings`` (the stalls step's attribution), not a second one.
     """
+    now = newest_checkpoint_end(con) if replay else None
     return run_alerts(lake_root, settings, send=send, cause_provider=findings.top_causes,
-                      lock_wait_s=lock_wait_s, con=con)
+                      lock_wait_s=lock_wait_s, con=con, now=now)
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="report", cache_policy=NO_CACHE)
@@ -167,7 +169,7 @@ def write_daily_report(lake_root: Path, day: date | None, findings: StallFinding
 def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, send: bool = True,
                  report_date: date | None = None, lock_wait_s: float = 600.0,
                  dask: str | None = None, lookback_days: int = 0,
-                 duckdb_memory: str | None = None) -> dict[str, Any]:
+                 duckdb_memory: str | None = None, replay: bool = False) -> dict[str, Any]:
     """Ingest, build views, stalls, alerts, report; return paths and counts.
 
     ``report_date``: the day the report covers (default: the newest day with checkpoints).
@@ -181,6 +183,8 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
     ``"none"``: DuckDB's default, 80 % of RAM); default: ``$CKPTWATCH_DUCKDB_MEMORY``, else
     ``NIGHTLY_DUCKDB_MEMORY`` (3GB; a 512-node day peaks at ~1.5 GB, ``steps_peak_rss_mb`` in
     the result says which step set it).
+    ``replay``: evaluate the alerts as of the end of the newest checkpoint read, not the
+    clock (an old scenario such as the bundled sample, whose jobs are otherwise history).
     """
     logger = get_run_logger()
     raw_dir, lake_root = Path(raw_dir), Path(lake_root)
@@ -226,7 +230,7 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         with _timed(steps, "alerts", peaks):
             try:
                 alert_run = evaluate_alerts(lake_root, settings, send, lock_wait_s, findings,
-                                            con)
+                                            con, replay)
             except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail below
                 alerts_error = redact(str(exc), settings.secrets())
         with _timed(steps, "report", peaks):
