@@ -192,3 +192,11 @@ def test_evaluate_counts_no_telemetry_in_its_own_row_and_column() -> None:
     assert fam["no_telemetry"] == pytest.approx(0.5)
     assert fam["wrong_cause"] == pytest.approx(0.25)  # metadata -> gc; no_telemetry is no cause
     assert NO_TELEMETRY in [r["cause"] for r in report.per_cause().to_dicts()]
+
+
+def test_an_evaluation_with_no_attributed_stall_reports_zeros() -> None:
+    from ckptwatch.simulate.evaluation import EvalReport
+
+    out = EvalReport(seeds=[1], detection_by_family={"no_pool": [0, 0, 0]}).to_dict()
+    assert out["attribution"]["macro_f1"] == 0.0
+    assert all(row[NO_TELEMETRY] == 0 for row in out["attribution"]["confusion"])

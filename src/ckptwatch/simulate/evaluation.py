@@ -205,6 +205,10 @@ class EvalReport:
         """Precision, recall, F1 and support of each cause (top cause vs true primary)."""
         from sklearn.metrics import precision_recall_fscore_support
 
+        if not self.truth:  # no attributed stall (e.g. no family with every feed): all zero
+            zero = [0.0] * len(LABELS)
+            return pl.DataFrame({"cause": list(LABELS), "precision": zero, "recall": zero,
+                                 "f1": zero, "support": [0] * len(LABELS)})
         p, r, f, s = precision_recall_fscore_support(self.truth, self.predicted,
                                                      labels=list(LABELS), zero_division=0)
         return pl.DataFrame({"cause": list(LABELS), "precision": p, "recall": r, "f1": f,
@@ -285,6 +289,9 @@ class EvalReport:
         """Rows: true primary cause; columns: predicted top cause."""
         from sklearn.metrics import confusion_matrix
 
+        if not self.truth:
+            return pl.DataFrame({"true \\ predicted": list(LABELS),
+                                 **{lab: [0] * len(LABELS) for lab in LABELS}})
         m = confusion_matrix(self.truth, self.predicted, labels=list(LABELS))
         return pl.DataFrame({"true \\ predicted": list(LABELS),
                              **{lab: m[:, i] for i, lab in enumerate(LABELS)}})
