@@ -105,3 +105,21 @@ def test_without_any_telemetry_no_attribution_is_started(tmp_path: Path) -> None
     assert not telemetry_exists(lake, raw, since)  # a file of another day is no evidence
     cases = sc.build(tmp_path / "cases", sc.Case(stall="gc"))
     assert telemetry_exists(cases, raw, sc.T0.timestamp() - 86400)  # the lake's own days
+
+
+def test_the_open_checkpoint_is_a_row_of_the_stalls_mart_as_its_contract_says() -> None:
+    """The evidence hands attribution the open checkpoint in place of the stalls mart: every
+    column of the mart's contract, of its type (a column the mart gains is missed here)."""
+    import yaml
+    from tests.conftest import PROJECT_ROOT
+
+    from ckptwatch.live.evidence import _stall_frame
+
+    contract = yaml.safe_load(
+        (PROJECT_ROOT / "sql" / "marts" / "stalls.contract.yml").read_text())["columns"]
+    frame = _stall_frame(request((0, 2)))
+    assert frame.columns == list(contract)
+    sql_types = {pl.String: "VARCHAR", pl.Int64: "BIGINT", pl.Float64: "DOUBLE",
+                 pl.Boolean: "BOOLEAN", pl.Datetime("us", "UTC"): "TIMESTAMP WITH TIME ZONE"}
+    assert {c: sql_types[t] for c, t in frame.schema.items()} == {
+        c: spec["type"] for c, spec in contract.items()}

@@ -98,13 +98,15 @@ def _stall_frame(req: EvidenceRequest) -> pl.DataFrame:
         "n_ranks": len(done), "n_started": sum(r.start_s is not None for r in req.ranks),
         "n_unfinished": n_open, "p50_s": p50, "p99_s": p99,
         "barrier_s": max([age, *done]), "barrier_is_lower_bound": n_open > 0,
-        "timed_out": False, "baseline_s": base,
+        # open, judged while it runs: the batch views decide whether it timed out
+        "timed_out": False, "timeout_reason": None, "n_timed_out": 0, "baseline_s": base,
         "ratio_to_baseline": max([age, *done]) / base if base else None,
         "excess_s": max([age, *done]) - base if base else None,
         "n_stragglers": n_open, "is_stall": True}],
         schema_overrides={"start_ts": pl.Datetime("us", "UTC"),
                           "end_ts": pl.Datetime("us", "UTC"), "p50_s": pl.Float64,
                           "p99_s": pl.Float64, "baseline_s": pl.Float64,
+                          "timeout_reason": pl.String, "n_timed_out": pl.Int64,
                           "ratio_to_baseline": pl.Float64, "excess_s": pl.Float64})
 
 
