@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 from tests.loopback import free_port, running_receiver
 
+# Imported at collection: the first `from prefect import flow` sets up Prefect's logging, whose
+# console handler keeps the stderr of that moment; inside a test's capfd it would be a file
+# that closes when the test ends, and every later test's Prefect log line would fail on it.
+import ckptwatch.flows.nightly  # noqa: F401
 from ckptwatch.alerts import sinks as alert_sinks
 from ckptwatch.alerts.state import load_state
 from ckptwatch.cli.main import main
