@@ -200,3 +200,17 @@ def test_an_evaluation_with_no_attributed_stall_reports_zeros() -> None:
     out = EvalReport(seeds=[1], detection_by_family={"no_pool": [0, 0, 0]}).to_dict()
     assert out["attribution"]["macro_f1"] == 0.0
     assert all(row[NO_TELEMETRY] == 0 for row in out["attribution"]["confusion"])
+
+
+def test_the_postmortem_headline_names_the_missing_telemetry(tmp_path: Path) -> None:
+    from ckptwatch.report import postmortem
+
+    lake = build(tmp_path / "lake", Case(stall="gc", omit=("topology", "pool", "smart")))
+    case = postmortem.open_stall(lake, "j")
+    try:
+        text = postmortem.headline(case)
+    finally:
+        case.con.close()
+    assert "top cause: **unknown**" in text
+    assert "- telemetry that reached the slow ranks: fabric, phases; missing: smart, pool, " \
+           "topology" in text

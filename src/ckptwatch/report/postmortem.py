@@ -172,6 +172,10 @@ def headline(case: StallCase) -> str:
     lines.append(f"- top cause: **{top['cause']}** (score {top['score']:.2f}; attribution: "
                  f"{'rules + model' if case.with_model else 'rules only'})")
     lines += [f"  - {ev}" for ev in top["evidence"][:4]]
+    if r.get("missing_telemetry"):
+        lines.append(f"- telemetry that reached the slow ranks: "
+                     f"{', '.join(r['telemetry']) or 'none'}; missing: "
+                     f"{', '.join(r['missing_telemetry'])}")
     return "\n".join(lines)
 
 
