@@ -31,9 +31,12 @@ def test_nightly_prints_only_its_own_lines_and_keeps_prefect_out_of_home(
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROPPED)}
     env["HOME"] = str(home)
+    config = tmp_path / "ckptwatch.toml"  # the raw dir's checkpoints are of 2026-11-28
+    config.write_text("[alerts]\nstale_after_s = 1e9\n")
     done = subprocess.run(
         [sys.executable, "-m", "ckptwatch.cli.main", "nightly",
-         str(_raw_with_a_critical_job(tmp_path / "raw")), "--lake", str(tmp_path / "L")],
+         str(_raw_with_a_critical_job(tmp_path / "raw")), "--lake", str(tmp_path / "L"),
+         "--config", str(config)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
