@@ -115,10 +115,16 @@ def test_plan_verdicts_of_every_job_at_once_are_each_jobs_verdict(tmp_path: Path
               "start_ts": start, "end_ts": start + timedelta(seconds=d), "duration_s": d,
               "bytes": 2_000_000_000} for step, d in ((1, 30.0), (2, 50.0))]
     seed(tmp_path, "checkpoint_writes", writes)
+    seed(tmp_path, "checkpoint_writes", [{**w, "job_id": "j3"} for w in writes[:8]], part="j3")
     seed(tmp_path, "checkpoint_loads", loads)
-    verdicts = _plan_verdicts(tmp_path, ["j1", "j2", "j9"], None)
-    assert verdicts == [plan_verdict(tmp_path, j) for j in ("j1", "j2", "j9")]
+    seed(tmp_path, "jobs", [{"job_id": j, "n_ranks": 8, "checkpoint_timeout_s": 600.0}
+                            for j in ("j1", "j2")])
+    verdicts = _plan_verdicts(tmp_path, ["j1", "j2", "j9", "j3"], None)
+    assert verdicts == [plan_verdict(tmp_path, j) for j in ("j1", "j2", "j9", "j3")]
     assert "job 'j9' has no checkpoint writes" in verdicts[2]["error"]
+    # no timeout in the lake: no plan on a default one (as `plan --from-lake` says)
+    assert "job 'j3' has no checkpoint_timeout_s in the lake's jobs table" in verdicts[3]["error"]
+    assert verdicts[0]["measured"]["timeout_s"] == 600.0
     m = measure_from_lake(tmp_path, "j1")
     assert m.restore_s == 40.0  # the median restore: the pool's restart cost
     plan = make_plan(calibrate(PlanInputs(), m), measurement=m)

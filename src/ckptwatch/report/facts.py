@@ -224,15 +224,16 @@ def plan_verdict(lake_root: Path | str, job_id: str, *,
 def _verdict(lake_root: Path | str, job_id: str,
              measured: LakeMeasurement | CkptwatchError) -> dict[str, Any]:
     """:func:`plan_verdict` of a job measured already (or the error that says why not)."""
-    from ckptwatch.planning.measure import calibrate
+    from ckptwatch.planning.measure import calibrate, resolve_timeouts
     from ckptwatch.planning.model import PARAMETERS, PlanInputs
     from ckptwatch.planning.sweep import make_plan, sweep
 
     command = shell_command(["ckptwatch", "plan", "--from-lake", lake_root, "--job", job_id])
     if isinstance(measured, CkptwatchError):
         return {"job_id": job_id, "error": str(measured), "command": command}
-    m = measured
     try:
+        # as the command: the job's own timeout (none: an error, not a default)
+        m = resolve_timeouts(measured)
         inputs = calibrate(PlanInputs(), m)
         plan = make_plan(inputs, measurement=m)
         tail_param = "tail_factor" if m.tier == "pool" else "local_tail_factor"
@@ -256,7 +257,8 @@ def _verdict(lake_root: Path | str, job_id: str,
     return {
         "job_id": job_id, "tier": m.tier, "error": None, "command": command,
         "measured": {"checkpoints": m.checkpoints, "p50_s": m.p50_s, "p99_s": m.p99_s,
-                     "tail_factor": m.tail_factor},
+                     "tail_factor": m.tail_factor, "timeout_s": inputs.checkpoint_timeout_s,
+                     "timeouts_per_year": None if m.timeouts is None else m.timeouts.per_year},
         "best": strat(plan.best),
         "current": strat(m.tier) if m.tier in {s.name for s in plan.strategies} else None,
         "flips": [flip(f) for f in plan.flips],
