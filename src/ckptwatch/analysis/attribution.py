@@ -345,7 +345,8 @@ def coverage_evidence(coverage: Mapping[str, Any] | None, f: Mapping[str, Any]) 
 def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None,
                   calibrate: Callable[[float], float] | None = None) -> list[CauseVerdict]:
     """Ranked causes of one stall (``unknown`` first when nothing supports a cause;
-    ``no_telemetry``, score 0, instead when none of the ``FEEDS`` reached the stall:
+    ``no_telemetry``, score 0, first when none of the ``FEEDS`` reached the stall (a cause the
+    records' phases support is ranked below it):
     ``f["coverage"]``, a ``stall_coverage`` row). ``calibrate``: maps each ranked score to a
     calibrated one (``AttributionModel.calibrate``), after ranking on the raw scores."""
     verdicts = rule_verdicts(f)
@@ -360,14 +361,27 @@ def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None
     ranked = sorted((v for v in verdicts if v.supported), key=lambda v: -v.score)
     gaps = coverage_evidence(coverage, f)
     no_feed = coverage is not None and not any(coverage.get(f"has_{f}") for f in FEEDS)
-    if (not ranked or ranked[0].score < MIN_TOP_SCORE) and coverage is not None and no_feed:
+    if coverage is not None and no_feed:
+        # Without a feed no cause is confirmed: what the records' phases suggest stays ranked
+        # below the verdict, never above it (day one on a cluster looks like this).
         judged = [c for c, ok in can.items() if ok]
+        hint = next((v for v in ranked if v.score >= MIN_TOP_SCORE), None)
+        if hint is not None:
+            judged_note = (f"the records' phases point to {hint.cause} (score "
+                           f"{hint.score:.2f}), with no pool, SMART or fabric telemetry to "
+                           "confirm it")
+        elif judged:
+            judged_note = f"only {', '.join(judged)} could be judged, and it does not stand out"
+        else:
+            judged_note = "no cause can be judged"
         none = CauseVerdict(NO_TELEMETRY, 0.0, False, 0.0, None, [
             "no fabric, SMART or pool telemetry reached the slow ranks' hosts during the window "
             + (f"(only {', '.join(coverage.get('telemetry') or [])}): "
                if coverage.get("telemetry") else "(nor phases nor topology): ")
-            + (f"only {', '.join(judged)} could be judged, and it does not stand out" if judged
-               else "no cause can be judged"), *gaps])
+            + judged_note, *gaps])
+        if calibrate is not None:
+            for v in ranked:
+                v.score = calibrate(v.score)
         return [none, *ranked]
     if not ranked or ranked[0].score < MIN_TOP_SCORE:
         p_unknown = proba.get(UNKNOWN) if proba else None
