@@ -48,3 +48,32 @@ def test_a_rerun_ingesting_nothing_new_names_nothing(tmp_path: Path) -> None:
     again = ingest(raw, tmp_path / "lake")
     assert again.count("skipped") == 1 and again.unused_metrics == []
     assert "unused metric names" not in render_ingest(again)
+
+
+def test_a_tools_own_unread_fields_are_kept_out_of_the_summary(tmp_path: Path) -> None:
+    # smartctl always prints health fields no analysis reads: not a misnamed feed, so the
+    # summary does not list them (report.json does); a canonical CSV's unread name is listed.
+    import json
+
+    raw = tmp_path / "raw"
+    (raw / "smart").mkdir(parents=True)
+    out = {"nvme_smart_health_information_log": {
+        "critical_warning": 0, "available_spare": 100, "percentage_used": 3,
+        "data_units_written": 1000, "host_writes": 50}}
+    (raw / "smart" / "node001.jsonl").write_text("".join(json.dumps({
+        "node": "node001", "device": "nvme0", "collected_at": f"2026-11-28T00:0{m}:00Z",
+        "source": "smartctl", "output": out}) + "\n" for m in (0, 1)))
+    (raw / "fabric").mkdir()
+    (raw / "fabric" / "node002.csv").write_text(
+        "ts,node,device,port,counter,value\n"
+        "2026-11-28T00:00:00Z,node002,mlx5_0,1,my_pause_frames,3\n"
+        "2026-11-28T00:00:00Z,node002,mlx5_0,1,port_xmit_wait,10\n")
+    report = ingest(raw, tmp_path / "lake")
+    by_file = {u.file: u for u in report.unused_metrics}
+    tool = by_file["smart/node001.jsonl"]
+    assert tool.tool_vocabulary and tool.n_used >= 1 and "critical_warning" in tool.names
+    spelled = by_file["fabric/node002.csv"]
+    assert not spelled.tool_vocabulary and spelled.names == {"my_pause_frames": 1}
+    text = render_ingest(report)
+    assert "my_pause_frames (1)" in text
+    assert "critical_warning" not in text

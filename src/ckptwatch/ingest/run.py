@@ -19,6 +19,7 @@ from ckptwatch.ingest.discover import RawFile, discover
 from ckptwatch.ingest.parallel import Parsing, workers_asked, workers_for
 from ckptwatch.ingest.read import LoadedFile, ParsedFile, load_file, skip_known
 from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_files
+from ckptwatch.lake.schema import ENVELOPE_SOURCES
 from ckptwatch.lake.store import Lake
 from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 from ckptwatch.sources.base import safe_text
@@ -82,20 +83,30 @@ METRIC_TABLES = {"fabric_counters": "counter", "nvme_smart": "metric",
                  "pool_metrics": "metric"}
 
 
+#: The sources whose names are the tool's own fixed vocabulary (``lake.schema.ENVELOPE_SOURCES``:
+#: smartctl's health fields, perfquery's error counters, a driver's ethtool names): such a name
+#: that no analysis reads is a field the tool always prints, not a misnamed feed, so the
+#: summary does not list it every night (the report's JSON keeps it). Names from a canonical
+#: long file (pool metrics, a user's CSV) are the user's spelling: each unread one is listed.
+TOOL_VOCABULARY_SOURCES = ENVELOPE_SOURCES
+
+
 @dataclass(frozen=True)
 class UnusedMetrics:
     """One ingested file's metric names that no analysis reads (rows per name), and how many of
-    its names are read."""
+    its names are read. ``tool_vocabulary``: every unread name came from a tool's own output
+    (``TOOL_VOCABULARY_SOURCES``), not from a name the user spelled."""
 
     file: str
     table: str
     names: dict[str, int]
     n_used: int
+    tool_vocabulary: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """JSON form (the report's ``ingest.unused_metrics``)."""
         return {"file": self.file, "table": self.table, "names": dict(self.names),
-                "n_used": self.n_used}
+                "n_used": self.n_used, "tool_vocabulary": self.tool_vocabulary}
 
 
 def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[UnusedMetrics]:
@@ -124,17 +135,25 @@ def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[Un
     try:
         con.execute((sql_dir() / "intermediate" / "int_signal_catalog.sql").read_text())
         for table, paths in sorted(parts.items()):
-            # The column name is a constant of METRIC_TABLES, not input.
+            # pool_metrics has no source column: its names are always the user's spelling.
+            tool_named = ("false" if table == "pool_metrics"
+                          else "bool_and(list_contains($tools, source))")
+            # The column name and tool_named are constants of this module, not input.
             rows = con.execute(f"""
                 with names as (
-                    select source_file, "{METRIC_TABLES[table]}" as name, count(*) as n,
-                    from read_parquet($paths)
-                    group by all
+                    select
+                        source_file,
+                        "{METRIC_TABLES[table]}" as name,
+                        count(*) as n,
+                        {tool_named} as tool_named,
+                    from read_parquet($paths, union_by_name = true)
+                    group by source_file, name
                 )
                 select
                     names.source_file,
                     names.name,
                     names.n,
+                    names.tool_named,
                     exists (
                         select 1 from int_signal_catalog as catalog
                         where catalog.source_table = $table
@@ -142,17 +161,20 @@ def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[Un
                     ) as used,
                 from names
                 order by names.source_file, names.name
-            """, {"paths": paths, "table": table}).fetchall()
-            per_file: dict[str, tuple[dict[str, int], int]] = {}
-            for source_file, name, n, used in rows:
-                names, n_used = per_file.get(source_file, ({}, 0))
+            """, {"paths": paths, "table": table,
+                  **({"tools": list(TOOL_VOCABULARY_SOURCES)} if table != "pool_metrics"
+                     else {})}).fetchall()
+            per_file: dict[str, tuple[dict[str, int], int, bool]] = {}
+            for source_file, name, n, tool_named, used in rows:
+                names, n_used, tool = per_file.get(source_file, ({}, 0, True))
                 if used:
                     n_used += 1
                 else:
                     names[name] = int(n)
-                per_file[source_file] = (names, n_used)
-            out += [UnusedMetrics(safe_text(f), table, names, n_used)
-                    for f, (names, n_used) in per_file.items() if names]
+                    tool = tool and bool(tool_named)
+                per_file[source_file] = (names, n_used, tool)
+            out += [UnusedMetrics(safe_text(f), table, names, n_used, tool)
+                    for f, (names, n_used, tool) in per_file.items() if names]
     finally:
         con.close()
     return out
@@ -161,13 +183,15 @@ def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[Un
 def unused_metrics_lines(unused: Sequence[UnusedMetrics], *, max_names: int = 8,
                          max_files: int = 5) -> list[str]:
     """The summary lines: first, every file whose names are all unused (a misnamed feed:
-    nothing of it reaches the analysis); then per table, each unused name once (rows over the
-    run) and the files with such names (how many of each file's names are unused)."""
+    nothing of it reaches the analysis); then per table, each unused name the user spelled
+    (not a tool's own vocabulary: ``UnusedMetrics.tool_vocabulary``) once (rows over the run)
+    and the files with such names (how many of each file's names are unused)."""
     lines = [f"{u.file}: none of its {len(u.names)} {u.table} name(s) is read by the analysis, "
              "a misnamed feed? (its rows are kept; docs/attribution.md lists the names each "
              "signal is read from)" for u in unused if u.n_used == 0]
-    for table in sorted({u.table for u in unused}):
-        of = [u for u in unused if u.table == table]
+    spelled = [u for u in unused if not u.tool_vocabulary]
+    for table in sorted({u.table for u in spelled}):
+        of = [u for u in spelled if u.table == table]
         rows: dict[str, int] = {}
         for u in of:
             for name, n in u.names.items():
