@@ -68,3 +68,17 @@ def test_the_words_for_each_reason() -> None:
         "timed out: the barrier reached the job's 600 s timeout")
     assert (timeout_mark(True, "barrier"), timeout_mark(False, None)) == (
         "timed out (barrier)", "")
+
+
+def test_the_nightly_summary_counts_the_timed_out_stalls() -> None:
+    from ckptwatch.cli.nightly import render_result
+
+    result = {"ingested": 27, "skipped": 0, "failed": 0, "quarantined": 0, "stalls": 8,
+              "stalls_by_cause": {"metadata": 3, "gc": 2, "fabric_pause": 2, "unknown": 1},
+              "stalls_timed_out": 4, "alerts_summary": "3 sent to stdout", "alerts_file": None,
+              "alerts_dry_run": False, "report": "r.html", "report_json": "r.json",
+              "latest": "latest/report.html", "latest_kept": None}
+    text = render_result(result, Path("raw"), Path("lake"))
+    assert "  stalls: 8 (metadata 3, gc 2, fabric_pause 2, unknown 1); 4 timed out\n" in text
+    assert "timed out" not in render_result({**result, "stalls_timed_out": 0}, Path("raw"),
+                                            Path("lake"))

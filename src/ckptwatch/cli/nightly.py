@@ -75,7 +75,8 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
         f"nightly {raw_dir} -> {lake}",
         f"  ingest: {result['ingested']} file(s) ingested, {result['skipped']} already in the "
         f"lake, {result['failed']} failed; {result['quarantined']} record(s) quarantined",
-        f"  stalls: {result['stalls']}" + (f" ({causes})" if causes else ""),
+        f"  stalls: {result['stalls']}" + (f" ({causes})" if causes else "")
+        + (f"; {result['stalls_timed_out']} timed out" if result.get("stalls_timed_out") else ""),
         f"  alerts: {escape_controls(alerts)}",
         f"  report: {result['report']}",
         f"          {result['report_json']}  ({_latest(result)})",

@@ -245,6 +245,8 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
         "failed": ingest.count("failed"), "quarantined": ingest.quarantined,
         "views": n_views, "delta_days_built": n_delta_days,
         "stalls": len(findings.stalls), "stalls_by_cause": causes,
+        # every timed-out checkpoint is a stall (stalls.sql): the count of those
+        "stalls_timed_out": sum(1 for s in findings.stalls if s.timed_out),
         "alerts": len(alert_run.alerts) if alert_run else 0,
         # sent for real: not a dry run, and every sink took every alert handed to it
         "alerts_sent": bool(alert_run and alert_run.delivered),
