@@ -409,3 +409,12 @@ def test_an_open_checkpoint_renders_its_time_left_or_past_and_its_evidence() -> 
     base["annotations"].pop("evidence")
     text = render_alert(base)
     assert "5.0 s left" in text and "live evidence" not in text
+
+
+def test_the_delivery_summary_says_how_many_are_resolutions() -> None:
+    from ckptwatch.alerts.sinks import delivery_summary
+
+    assert delivery_summary(3, [], sent=False, sinks=["stdout"], n_resolved=3) == (
+        "3 (0 firing, 3 resolved) due, nothing sent (dry run); a sending run delivers them to "
+        "stdout")
+    assert delivery_summary(2, [], sent=False) == "2 due, nothing sent (dry run)"

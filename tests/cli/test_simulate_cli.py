@@ -20,5 +20,5 @@ def test_omit_leaves_those_families_out_and_names_a_bad_one(
     assert (out / "checkpoints").is_dir() and (out / "smart").is_dir()
     with pytest.raises(SystemExit):
         main(["simulate", str(tmp_path / "t"), "--omit", "pool,nope"])
-    assert "unknown telemetry family nope (known: topology, phases, ocp, pool)" in \
+    assert "unknown telemetry family nope (known: topology, phases, ocp, pool, smart, fabric)" in \
         capsys.readouterr().err

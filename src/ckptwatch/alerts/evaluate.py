@@ -457,7 +457,8 @@ class AlertRun:
     def summary(self, noun: str = "") -> str:
         """The round in one line, counted per sink (:func:`delivery_summary`)."""
         return delivery_summary(len(self.alerts), self.delivery, sent=self.sent,
-                                sinks=self.sinks, noun=noun)
+                                sinks=self.sinks, noun=noun,
+                                n_resolved=sum(a["status"] == "resolved" for a in self.alerts))
 
 
 def _would_send(due: Sequence[Alert], pending: Mapping[str, Mapping[str, Alert]],

@@ -318,7 +318,7 @@ class SinkResult:
 
 
 def delivery_summary(n_alerts: int, results: Sequence[SinkResult], *, sent: bool = True,
-                     sinks: Sequence[str] = (), noun: str = "") -> str:
+                     sinks: Sequence[str] = (), noun: str = "", n_resolved: int = 0) -> str:
     """A round of sends in one line, counted per sink (the words every command prints).
 
     "3 sent to stdout, jsonl" when every sink took every alert handed to it; per-sink counts
@@ -326,9 +326,12 @@ def delivery_summary(n_alerts: int, results: Sequence[SinkResult], *, sent: bool
     "due", not "sent": "3 due: 3 delivered to stdout, 0 of 3 to webhook (connection refused;
     kept for the next run)". ``n_alerts``: the round's alerts (due and retried). A dry run
     (``sent`` False) names the ``sinks`` a sending run would deliver them to. ``noun`` follows
-    the count (" alert(s)").
+    the count (" alert(s)"). ``n_resolved``: how many of them are resolutions, said beside the
+    count when there are any ("3 (1 firing, 2 resolved) due"): a stale lake's round is all
+    resolutions, no page.
     """
-    count = f"{n_alerts}{noun}"
+    count = f"{n_alerts}{noun}" + (f" ({n_alerts - n_resolved} firing, {n_resolved} resolved)"
+                                   if n_resolved else "")
     if not sent:
         if not n_alerts:
             return f"{count} due (dry run: nothing sent)"
