@@ -156,3 +156,41 @@ def _serve(workdir: Path, tsdb: Path, *extra: str) -> Iterator[Prometheus]:
         proc.kill()
         proc.wait()
         log.close()
+
+
+@contextlib.contextmanager
+def start_alertmanager(workdir: Path, config: Path, *extra: str,
+                       ready: Callable[[str], object] | None = None) -> Iterator[str]:
+    """Run Debian's Alertmanager on a free loopback port with ``config`` (and ``extra`` flags,
+    e.g. ``--web.config.file``) until the block ends; yields its base URL. ``ready(url)``
+    checks readiness (default: GET /-/ready without credentials)."""
+    binary = shutil.which("prometheus-alertmanager") or require_binary("alertmanager")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = workdir / "alertmanager.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed after the process ends
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.path={workdir / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=", *extra],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    check = ready or (lambda u: urllib.request.urlopen(u + "/-/ready", timeout=5).close())
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            try:
+                check(url)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("Alertmanager did not become ready:\n"
+                                + log_path.read_text()[-2000:])
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -11,8 +11,6 @@ import base64
 import json
 import logging
 import shutil
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -23,6 +21,7 @@ from typing import Any
 import polars as pl
 import pytest
 from tests.conftest import hot_lake
+from tests.conftest_prometheus import start_alertmanager
 from tests.loopback import Receiver, free_port, running_receiver
 
 from ckptwatch.alerts import sinks as alert_sinks
@@ -296,33 +295,9 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     d = tmp_path_factory.mktemp("alertmanager")
     (d / "am.yml").write_text('route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n')
     (d / "web.yml").write_text(f"basic_auth_users:\n  {AM_USER}: {AM_PASSWORD_BCRYPT}\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(d / "alertmanager.log", "wb")  # noqa: SIM115 - closed after the process ends
-    proc = subprocess.Popen(
-        [AM_BINARY, f"--config.file={d / 'am.yml'}", f"--storage.path={d / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-         f"--web.config.file={d / 'web.yml'}"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                am_get(url, "/-/ready")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("Alertmanager did not become ready:\n"
-                                + (d / "alertmanager.log").read_text()[-2000:])
-                time.sleep(0.1)
+    with start_alertmanager(d, d / "am.yml", f"--web.config.file={d / 'web.yml'}",
+                            ready=lambda url: am_get(url, "/-/ready")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def am_get(base: str, path: str) -> Any:

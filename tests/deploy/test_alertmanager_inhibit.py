@@ -7,7 +7,6 @@ alert names."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -18,7 +17,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from tests.conftest_prometheus import free_port, require_binary
+from tests.conftest_prometheus import require_binary, start_alertmanager
 from tests.deploy.promql_names import DEPLOY, rules
 
 from ckptwatch.alerts.evaluate import evaluate
@@ -55,35 +54,8 @@ def test_the_backup_rule_has_the_in_flight_alerts_name_and_the_origin_label() ->
 @pytest.fixture(scope="module")
 def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Alertmanager with the inhibit example as its config; yields its base URL."""
-    binary = shutil.which("prometheus-alertmanager") or require_binary("alertmanager")
-    d = tmp_path_factory.mktemp("am-inhibit")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(d / "alertmanager.log", "wb")  # noqa: SIM115 - closed after the process ends
-    proc = subprocess.Popen(
-        [binary, f"--config.file={INHIBIT}", f"--storage.path={d / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                urllib.request.urlopen(url + "/-/ready", timeout=5).close()
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("Alertmanager did not become ready:\n"
-                                + (d / "alertmanager.log").read_text()[-2000:])
-                time.sleep(0.1)
+    with start_alertmanager(tmp_path_factory.mktemp("am-inhibit"), INHIBIT) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def _post(url: str, alerts: list[dict[str, Any]]) -> None:

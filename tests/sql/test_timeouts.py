@@ -12,25 +12,13 @@ from typing import Any
 
 import duckdb
 import pytest
+from tests.sql.conftest import latency
 from tests.sql.test_marts import query, write
 from tests.sql_seed import at, marker, seed
 
 from ckptwatch.lake.query import SESSION_FILE
 from ckptwatch.lake.schema import STATUS_SPELLINGS, STATUSES, TIMED_OUT
-from ckptwatch.lake.store import Lake
 from ckptwatch.settings import sql_dir
-
-
-@pytest.fixture
-def lake(tmp_path: Path) -> Path:
-    """An initialised, empty lake."""
-    Lake(tmp_path).init()
-    return tmp_path
-
-
-def latency(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """checkpoint_latency by (job_id, step)."""
-    return {(r["job_id"], r["step"]): r for r in query(root, "select * from checkpoint_latency")}
 
 
 def verdict(row: dict[str, Any]) -> tuple[bool, str | None, int]:

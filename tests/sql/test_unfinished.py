@@ -6,25 +6,11 @@ Literal rows in, exact numbers out. Times are seconds after T0 (tests.sql_seed.a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.sql.conftest import latency
 from tests.sql.test_marts import query, write
 from tests.sql_seed import at, marker, seed
-
-from ckptwatch.lake.store import Lake
-
-
-@pytest.fixture
-def lake(tmp_path: Path) -> Path:
-    """An initialised, empty lake."""
-    Lake(tmp_path).init()
-    return tmp_path
-
-
-def latency(root: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """checkpoint_latency by (job_id, step)."""
-    return {(r["job_id"], r["step"]): r for r in query(root, "select * from checkpoint_latency")}
 
 
 def test_markers_of_finished_ranks_change_nothing_but_n_started(lake: Path) -> None:
