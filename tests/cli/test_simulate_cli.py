@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,13 @@ def test_omit_leaves_those_families_out_and_names_a_bad_one(
         main(["simulate", str(tmp_path / "t"), "--omit", "pool,nope"])
     assert "unknown telemetry family nope (known: topology, phases, ocp, pool, smart, fabric)" in \
         capsys.readouterr().err
+
+
+def test_tool_clocks_and_clock_skew_reach_the_generator(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    assert main(["simulate", str(out), "--seed", "5", "--nodes", "4", "--hours", "1",
+                 "--tool-clocks", "apart", "--clock-skew", "1.5", "--quiet"]) == 0
+    clocks = json.loads((out / "labels.json").read_text())["clocks"]
+    assert clocks["tool_clocks"] == "apart" and clocks["clock_skew_s"] == 1.5
+    assert clocks["host_offset_s"] and all(abs(x) <= 1.5
+                                           for x in clocks["host_offset_s"].values())

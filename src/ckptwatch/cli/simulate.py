@@ -12,8 +12,10 @@ from ckptwatch.simulate.config import (
     DEFAULT_START,
     FORMAT_MIXES,
     GC_EVIDENCE,
+    MAX_CLOCK_SKEW_S,
     OMITTABLE,
     SIGNAL_STRENGTHS,
+    TOOL_CLOCKS,
     SimulationConfig,
 )
 
@@ -96,6 +98,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--omit", type=_omit, default=_DEFAULTS.omit, metavar="FAMILIES",
                    help=f"telemetry families not written, comma-separated: {', '.join(OMITTABLE)} "
                    "(default: none)")
+    p.add_argument("--tool-clocks", choices=TOOL_CLOCKS, default=_DEFAULTS.tool_clocks,
+                   help="apart: each tool is its own command on its own cadence, as a cluster's "
+                   "collectors run them (the OCP log seconds after the SMART health log, or 10x "
+                   "denser, or 2x sparser; each NIC read in turn; devices spelled /dev/nvme0, "
+                   "nvme0n1, ...); aligned: a host's tools read at one instant "
+                   "(default: %(default)s)")
+    p.add_argument("--clock-skew", type=float, default=_DEFAULTS.clock_skew_s, metavar="S",
+                   help="each node's and pool target's clock is off by up to S seconds (drawn "
+                   f"per host, 0-{MAX_CLOCK_SKEW_S:g}) in the telemetry it stamps; checkpoint "
+                   "records stay on the reference clock (default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="replace a scenario already in OUT_DIR (only the generator's own files)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
@@ -133,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         format_mix=args.format_mix, nics_per_node=args.nics_per_node,
         gc_evidence=args.gc_evidence, signal_strength=args.signal_strength,
         background_per_stall=args.background_per_stall, omit=args.omit,
+        tool_clocks=args.tool_clocks, clock_skew_s=args.clock_skew,
     )
     if not args.quiet:
         print(summary.format())

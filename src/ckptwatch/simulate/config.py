@@ -13,6 +13,14 @@ FORMAT_MIXES = ("default", "world")
 GC_EVIDENCE = ("full", "wa_only")
 SIGNAL_STRENGTHS = ("strong", "weak")
 OMITTABLE = ("topology", "phases", "ocp", "pool", "smart", "fabric")
+#: Values of ``tool_clocks``.
+TOOL_CLOCKS = ("aligned", "apart")
+#: Tools whose sample instants ``sample_shift`` can move: the SMART health log (smartctl or
+#: nvme-cli smart-log; with ``aligned`` clocks the OCP log is read at the same moment and moves
+#: with it), the OCP log alone, the fabric counters, the pool exporters.
+SHIFTABLE_TOOLS = ("smart", "ocp", "fabric", "pool")
+#: Largest host clock offset ``clock_skew_s`` and ``host_clock`` accept, s.
+MAX_CLOCK_SKEW_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,24 @@ class SimulationConfig:
     #: no media bytes written, so no write amplification), ``pool`` (no pool metrics),
     #: ``smart`` (no SMART files), ``fabric`` (no fabric counter files).
     omit: tuple[str, ...] = ()
+    #: How the tools of one host take their samples (``TOOL_CLOCKS``): ``aligned`` (a drive's
+    #: health log and OCP log at one instant, a node's NICs at one instant, device names as the
+    #: envelope's ``nvme0``) or ``apart`` (as a cluster's collectors do: the OCP log is its own
+    #: command on its own jittered cadence, seconds after the health log or 10x denser or 2x
+    #: sparser than it; each NIC read in turn, seconds apart; device names spelled as the tools
+    #: print them: ``/dev/nvme0``, ``/dev/nvme0n1``, ``nvme0n1``).
+    tool_clocks: str = "aligned"
+    #: Largest telemetry host clock error, s: each node and pool target stamps what it collects
+    #: (SMART, fabric counters, pool metrics) on its own clock, off by a value drawn in
+    #: [-clock_skew_s, clock_skew_s]; the values are those at the true instants. Checkpoint
+    #: records stay on the reference clock. 0: every host on one clock.
+    clock_skew_s: float = 0.0
+    #: (tool, seconds) pairs: every sample instant of the tool (``SHIFTABLE_TOOLS``) moves by
+    #: the seconds, its values read at the moved instants (the same day sampled at another
+    #: phase; the random draws stay those of the unshifted day). For what-if and property tests.
+    sample_shift: tuple[tuple[str, float], ...] = ()
+    #: (host, seconds) pairs: that host's clock offset, instead of the drawn one.
+    host_clock: tuple[tuple[str, float], ...] = ()
 
     def start_epoch(self) -> float:
         """``start`` as epoch seconds."""
@@ -105,6 +131,14 @@ class SimulationConfig:
              f"signal_strength must be one of {', '.join(SIGNAL_STRENGTHS)}"),
             (0.0 <= self.background_per_stall <= 1.0,
              "background_per_stall must be between 0 and 1"),
+            (self.tool_clocks in TOOL_CLOCKS,
+             f"tool_clocks must be one of {', '.join(TOOL_CLOCKS)}"),
+            (0.0 <= self.clock_skew_s <= MAX_CLOCK_SKEW_S,
+             f"clock_skew_s must be between 0 and {MAX_CLOCK_SKEW_S:g}"),
+            ({tool for tool, _ in self.sample_shift} <= set(SHIFTABLE_TOOLS),
+             f"sample_shift: tools are {', '.join(SHIFTABLE_TOOLS)}"),
+            (all(abs(off) <= MAX_CLOCK_SKEW_S for _, off in self.host_clock),
+             f"host_clock offsets must be within ±{MAX_CLOCK_SKEW_S:g} s"),
             (set(self.omit) <= set(OMITTABLE),
              f"omit: unknown telemetry family {sorted(set(self.omit) - set(OMITTABLE))}; "
              f"choose from {', '.join(OMITTABLE)}"),

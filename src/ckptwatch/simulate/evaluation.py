@@ -42,6 +42,11 @@ SCENARIO = {"nodes": 16, "hours": 6.0}
 #: each must give ``unknown`` or a lower score, never a confident wrong cause.
 #: ``checkpoints_only``: checkpoint records (with phases) and jobs, no telemetry feed (day one
 #: on a cluster): its stalls are ``no_telemetry`` unless the phases show a metadata stall.
+#: The sampling families are ``base`` sampled as clusters sample (``SimulationConfig``):
+#: ``smart_apart`` (each tool its own command and cadence: the OCP log seconds after the health
+#: log, or 10x denser, or 2x sparser; devices spelled as the tools print them),
+#: ``skewed_clocks`` (each node's and target's clock off by up to ±2 s), ``as_clusters`` (both,
+#: SMART every 1-5 min, every tool format, two NICs per node).
 FAMILIES: dict[str, dict[str, Any]] = {
     "base": {},
     "coarse_smart": {"smart": True},
@@ -53,12 +58,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "no_ocp": {"omit": ("ocp",)},
     "no_pool": {"omit": ("pool",)},
     "checkpoints_only": {"omit": ("topology", "pool", "smart", "fabric")},
+    "smart_apart": {"tool_clocks": "apart"},
+    "skewed_clocks": {"clock_skew_s": 2.0},
+    "as_clusters": {"smart": True, "tool_clocks": "apart", "clock_skew_s": 2.0,
+                    "format_mix": "world", "nics_per_node": 2},
 }
-#: What ``varied`` cycles through (the training and evaluation default; ``checkpoints_only`` is
-#: asked for by name, so the seeds keep their families).
-VARIED = tuple(f for f in FAMILIES if f != "checkpoints_only")
+#: The families sampled as clusters sample, asked for by name (``varied`` keeps its seeds'
+#: families): compare them with ``base`` and ``coarse_smart``, which sample every tool of a
+#: host at one instant on one clock.
+SAMPLING_FAMILIES = ("smart_apart", "skewed_clocks", "as_clusters")
+#: What ``varied`` cycles through (the training and evaluation default; ``checkpoints_only`` and
+#: ``SAMPLING_FAMILIES`` are asked for by name, so the seeds keep their families).
+VARIED = tuple(f for f in FAMILIES if f != "checkpoints_only" and f not in SAMPLING_FAMILIES)
 #: Families with every telemetry family present: the headline figures.
-COMPLETE_FAMILIES = ("base", "coarse_smart", "local_wa_only", "weak", "background")
+COMPLETE_FAMILIES = ("base", "coarse_smart", "local_wa_only", "weak", "background",
+                     *SAMPLING_FAMILIES)
 
 
 def family_of(seed: int, families: tuple[str, ...]) -> str:

@@ -51,7 +51,7 @@ from ckptwatch.simulate.incidents import IncidentPlanner
 from ckptwatch.simulate.telemetry.fabric import fabric_counters, write_fabric
 from ckptwatch.simulate.telemetry.mix import rail_name
 from ckptwatch.simulate.telemetry.pool import pool_metrics
-from ckptwatch.simulate.telemetry.sampling import Progress
+from ckptwatch.simulate.telemetry.sampling import Clocks, Progress
 from ckptwatch.simulate.telemetry.smart import write_smart
 from ckptwatch.simulate.workload import build_cluster, build_jobs, healthy_phases
 
@@ -106,12 +106,14 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     say = progress or (lambda _msg: None)
     t0 = cfg.start_epoch()
     t1 = t0 + cfg.hours * 3600.0
-    # A child stream depends only on its index: the tenth (the format mix's own draws) and the
-    # eleventh (the variety options': background episodes) leave the first nine, and so the
-    # default scenario's files, as they were.
+    # A child stream depends only on its index: the tenth (the format mix's own draws), the
+    # eleventh (the variety options': background episodes) and the twelfth (the clocks': host
+    # clock errors, tools apart) leave the first nine, and so the default scenario's files, as
+    # they were.
     (r_topo, r_jobs, r_ckpt, r_inc, r_bg, r_pool, r_smart, r_fab, r_misc,
-     r_mix, r_var) = np.random.Generator(np.random.PCG64(seed)).spawn(11)
+     r_mix, r_var, r_clock) = np.random.Generator(np.random.PCG64(seed)).spawn(12)
     cluster = build_cluster(cfg, r_topo)
+    clocks = _clocks(cfg, cluster, r_clock)
     bg = Background.build(r_bg, t0, t1)
     jobs = build_jobs(cfg, cluster, r_jobs, t0, t1)
     healthy_phases(jobs, cluster, bg, r_ckpt)
@@ -145,7 +147,8 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
                                    phases="phases" not in cfg.omit))
     say("simulate: checkpoints written")
     load = _write_load(jobs)
-    pool = pool_metrics(cluster, load, incidents, bg, t0, t1, cfg.pool_interval_s, r_pool)
+    pool = pool_metrics(cluster, load, incidents, bg, t0, t1, cfg.pool_interval_s, r_pool,
+                        clocks)
     if "pool" not in cfg.omit:
         (out / "pool").mkdir(exist_ok=True)
         pool.write_csv(out / "pool" / "pool_metrics.csv")
@@ -155,25 +158,44 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
         for path, rows in write_smart(out / "smart", cluster, load, incidents, bg, t0, t1,
                                       cfg.smart_interval_s, r_smart, progress,
                                       mix=cfg.format_mix, with_ocp="ocp" not in cfg.omit,
-                                      wa_noise=0.03 if cfg.signal_strength == "weak" else 0.01
-                                      ).items():
+                                      wa_noise=0.03 if cfg.signal_strength == "weak" else 0.01,
+                                      clocks=clocks).items():
             record(path, rows)
     if "fabric" not in cfg.omit:
         traffic = np.full(cfg.nodes, 0.05 * GB)
         for job in jobs:
             traffic[job.nodes] = job.traffic_bps
         ts, counters = fabric_counters(cluster, load, incidents, traffic, resets, t0, t1,
-                                       cfg.fabric_interval_s, r_fab)
+                                       cfg.fabric_interval_s, r_fab, clocks)
         for path, rows in write_fabric(out / "fabric", cluster, ts, counters,
                                        cfg.fabric_format, r_fab, progress, mix=cfg.format_mix,
-                                       nics=cfg.nics_per_node, mix_rng=r_mix).items():
+                                       nics=cfg.nics_per_node, mix_rng=r_mix,
+                                       clocks=clocks).items():
             record(path, rows)
-    labels = _labels(cfg, seed, cluster, jobs, incidents, resets, hang)
+    labels = _labels(cfg, seed, cluster, jobs, incidents, resets, hang, clocks)
     (out / "labels.json").write_text(json.dumps(labels, indent=1) + "\n", encoding="utf-8")
     record(out / "labels.json", len(labels["incidents"]) + len(labels["stalls"]))
     summary.incidents = dict(Counter(f"{i['cause']}/{i['kind']}" for i in labels["incidents"]))
     summary.stalls = len(labels["stalls"])
     return summary
+
+
+def _clocks(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generator) -> Clocks:
+    """The telemetry's clocks: each node's and pool target's clock error (drawn within
+    ``clock_skew_s``, or as ``host_clock`` gives it), the tools' shifts, apart or aligned."""
+    hosts = [*cluster.nodes, *cluster.targets]
+    given = dict(cfg.host_clock)
+    unknown = sorted(set(given) - set(hosts))
+    if unknown:
+        raise SimulationConfigError(f"host_clock names no host of the cluster: "
+                                    f"{', '.join(unknown)}")
+    offset: dict[str, float] = {}
+    if cfg.clock_skew_s > 0:
+        drawn = rng.uniform(-cfg.clock_skew_s, cfg.clock_skew_s, len(hosts))
+        offset = {h: round(float(x), 3) for h, x in zip(hosts, drawn, strict=True)}
+    offset.update({h: float(x) for h, x in given.items()})
+    return Clocks(apart=cfg.tool_clocks == "apart", shift=dict(cfg.sample_shift),
+                  offset={h: x for h, x in offset.items() if x}, rng=rng)
 
 
 def _prepare(out: Path, overwrite: bool) -> None:
@@ -196,7 +218,7 @@ def _prepare(out: Path, overwrite: bool) -> None:
 
 def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
             incidents: list[Incident], resets: list[tuple[int, float]],
-            hang: Hang | None = None) -> dict[str, Any]:
+            hang: Hang | None = None, clocks: Clocks | None = None) -> dict[str, Any]:
     """The truth of ``labels.json``: jobs, incidents (with what they stalled), stalls, and
     (with ``hang_ranks``) the checkpoint that never finished."""
     stalls = [s for job in jobs for s in labelled_stalls(job, incidents)]
@@ -261,7 +283,16 @@ def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
         **({"format_mix": cfg.format_mix} if cfg.format_mix != "default" else {}),
         **({"nics_per_node": cfg.nics_per_node} if cfg.nics_per_node != 1 else {}),
         **({"hangs": hangs} if hangs else {}),
+        **({"clocks": _clock_labels(cfg, clocks)} if clocks and (
+            clocks.apart or clocks.shift or clocks.offset) else {}),
     }
+
+
+def _clock_labels(cfg: SimulationConfig, clocks: Clocks) -> dict[str, Any]:
+    """How the telemetry was sampled and stamped, for a reader checking a verdict against it:
+    the tools' clocks, the shifts, each host's clock error (s; absent: none)."""
+    return {"tool_clocks": cfg.tool_clocks, "clock_skew_s": cfg.clock_skew_s,
+            "sample_shift_s": dict(clocks.shift), "host_offset_s": dict(clocks.offset)}
 
 
 # ------------------------------------------------------------------------------ raw files

@@ -13,7 +13,9 @@ their raw formats:
   ``perfquery -x`` (InfiniBand) text, or the canonical long CSV
   ``ts,node,device,port,counter,value``;
 - ``telemetry.sampling``: what the three share (sample clocks, timestamps, the GC dip of free
-  blocks, the envelope line);
+  blocks, the envelope line), and ``Clocks``: whether a host's tools read at one instant or
+  each on its own cadence (``tool_clocks``), each host's clock error (``clock_skew_s``), and
+  the what-if shifts of one tool's sample instants;
 - ``telemetry.mix``: which format carries which drive's and node's series (``--format-mix``:
   ``default``, or ``world`` with every supported format), and the names of extra NICs;
 - ``telemetry.render``: the tool outputs ``ckptwatch.sources`` has no renderer for (nvme-cli

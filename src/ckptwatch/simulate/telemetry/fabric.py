@@ -18,6 +18,7 @@ from ckptwatch.simulate.cluster import Cluster, Incident, WriteLoad, grouped, ov
 from ckptwatch.simulate.telemetry.mix import fabric_format, rail_name
 from ckptwatch.simulate.telemetry.render import render_node_exporter, render_sysfs_ib_text
 from ckptwatch.simulate.telemetry.sampling import (
+    Clocks,
     Progress,
     envelope_line,
     iso_seconds,
@@ -48,11 +49,13 @@ CANONICAL = {
 
 def fabric_counters(cluster: Cluster, load: WriteLoad, incidents: Sequence[Incident],
                     traffic_bps: np.ndarray, resets: Sequence[tuple[int, float]], t0: float,
-                    t1: float, interval: float,
-                    rng: np.random.Generator) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Sample times (nodes x samples) and cumulative counters by canonical name."""
+                    t1: float, interval: float, rng: np.random.Generator,
+                    clocks: Clocks | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Sample instants (nodes x samples) and cumulative counters by canonical name; ``clocks``
+    may move the instants (``Clocks.sampled``)."""
     n = len(cluster.nodes)
     ts = sample_times(rng, n, t0, t1, interval)
+    ts = (clocks or Clocks()).sampled("fabric", ts, t0, ts.shape[1] * interval)
     prev = np.concatenate([ts[:, :1] - interval, ts[:, :-1]], axis=1)
     dt = ts - prev
     pool_sel = load.target >= 0
@@ -128,9 +131,10 @@ def _reset(counters: Mapping[str, np.ndarray], node: int, at: float, ts: np.ndar
 
 
 def _node_samples(cluster: Cluster, node: int, lid: int, ts: np.ndarray,
-                  counters: Mapping[str, np.ndarray]) -> list[str]:
-    """One node's envelope lines: ``ethtool -S`` (RoCE) or ``perfquery -x`` (IB)."""
-    iso = iso_seconds(ts[node])
+                  counters: Mapping[str, np.ndarray], clocks: Clocks) -> list[str]:
+    """One node's envelope lines: ``ethtool -S`` (RoCE) or ``perfquery -x`` (IB), stamped
+    with the node's clock."""
+    iso = iso_seconds(clocks.stamp(cluster.nodes[node], ts[node]))
     if cluster.fabric[node] == "roce":
         rows = np.stack(list(_roce_values(counters, node).values()), axis=1).tolist()
         return [envelope_line(cluster.nodes[node], cluster.nic[node], str(iso[i]), "ethtool",
@@ -177,34 +181,39 @@ def _rails(cluster: Cluster, node: int, counters: Mapping[str, np.ndarray], nics
 
 
 def _mixed_samples(cluster: Cluster, node: int, fmt: str, lid: int, ts: np.ndarray,
-                   rails: list[tuple[str, dict[str, np.ndarray]]]) -> list[str]:
+                   rails: list[tuple[str, dict[str, np.ndarray]]], clocks: Clocks,
+                   lags: Sequence[float] = ()) -> list[str]:
     """One node's envelope lines in format ``fmt`` (``telemetry.mix``), in time order; per-NIC
     formats (ethtool, perfquery) write one envelope per NIC and sample, whole-node outputs
-    (sysfs, a node_exporter scrape) one per sample."""
+    (sysfs, a node_exporter scrape) one per sample. ``lags``: seconds after the sample instant
+    each NIC's own command reads it (tools apart; the values are the instant's, the counters
+    moving little in a few seconds)."""
     host, port = cluster.nodes[node], cluster.port
-    iso = iso_seconds(ts[node])
+    at = clocks.stamp(host, ts[node])
+    iso = iso_seconds(at)
+    rail_iso = [iso_seconds(at + lag) if lag else iso for lag in lags] or [iso] * len(rails)
     names = list(rails[0][1])
     table = [(dev, np.stack([vals[c] for c in names], axis=1).tolist()) for dev, vals in rails]
     lines: list[str] = []
     for i in range(ts.shape[1]):
-        at = str(iso[i])
+        at_i = str(iso[i])
         per = [(dev, dict(zip(names, rows[i], strict=True))) for dev, rows in table]
         if fmt == "ethtool":
-            lines += [envelope_line(host, dev, at, "ethtool",
+            lines += [envelope_line(host, dev, str(rail_iso[r][i]), "ethtool",
                                     render_ethtool_s("mlx5_core", c, only_given=True))
-                      for dev, c in per]
+                      for r, (dev, c) in enumerate(per)]
         elif fmt == "perfquery":
-            lines += [envelope_line(host, dev, at, "perfquery",
+            lines += [envelope_line(host, dev, str(rail_iso[r][i]), "perfquery",
                                     render_perfquery_x(lid + r, int(port), c), port=port)
                       for r, (dev, c) in enumerate(per)]
         elif fmt == "sysfs-ib":
-            lines.append(envelope_line(host, None, at, "sysfs-ib", render_sysfs_ib_text(
+            lines.append(envelope_line(host, None, at_i, "sysfs-ib", render_sysfs_ib_text(
                 [(dev, port, c) for dev, c in per])))
         elif cluster.fabric[node] == "roce":
-            lines.append(envelope_line(host, None, at, "prometheus",
+            lines.append(envelope_line(host, None, at_i, "prometheus",
                                        render_node_exporter(ethtool=per)))
         else:
-            lines.append(envelope_line(host, None, at, "prometheus", render_node_exporter(
+            lines.append(envelope_line(host, None, at_i, "prometheus", render_node_exporter(
                 infiniband=[(dev, port, c) for dev, c in per])))
     return lines
 
@@ -212,13 +221,16 @@ def _mixed_samples(cluster: Cluster, node: int, fmt: str, lid: int, ts: np.ndarr
 def write_fabric(fabric_dir: Path, cluster: Cluster, ts: np.ndarray,
                  counters: Mapping[str, np.ndarray], fmt: str, rng: np.random.Generator,
                  progress: Progress | None = None, *, mix: str = "default", nics: int = 1,
-                 mix_rng: np.random.Generator | None = None) -> dict[Path, int]:
+                 mix_rng: np.random.Generator | None = None,
+                 clocks: Clocks | None = None) -> dict[Path, int]:
     """Fabric files: per-node envelopes (``raw``) or ``counters.csv`` (``canonical``).
 
     ``mix`` (``telemetry.mix``) and ``nics`` (NICs per node) choose the raw envelopes' formats;
-    ``mix_rng`` draws what only they need (the rails' factors). Returns the lines (rows)
-    written per file.
+    ``mix_rng`` draws what only they need (the rails' factors). ``clocks``: each node stamps
+    with its own clock; with tools apart, a node's NICs are read in turn (the n-th rail 1-3 s
+    after the one before). Returns the lines (rows) written per file.
     """
+    clocks = clocks or Clocks()
     fabric_dir.mkdir(parents=True, exist_ok=True)
     n = len(cluster.nodes)
     if fmt == "canonical":
@@ -227,10 +239,11 @@ def write_fabric(fabric_dir: Path, cluster: Cluster, ts: np.ndarray,
             idx = np.array([i for i in range(n) if cluster.fabric[i] == kind], dtype=np.int64)
             if idx.size == 0:
                 continue
+            at = np.stack([clocks.stamp(cluster.nodes[i], ts[i]) for i in idx])
             for order, name in enumerate(names):
                 frames.append(pl.DataFrame({
-                    "_t": ts[idx].ravel(), "_o": np.full(ts[idx].size, order),
-                    "ts": iso_seconds(ts[idx].ravel()),
+                    "_t": at.ravel(), "_o": np.full(ts[idx].size, order),
+                    "ts": iso_seconds(at.ravel()),
                     "node": np.repeat(np.array(cluster.nodes)[idx], ts.shape[1]),
                     "device": np.repeat(np.array(cluster.nic)[idx], ts.shape[1]),
                     "port": np.full(ts[idx].size, cluster.port),
@@ -248,13 +261,16 @@ def write_fabric(fabric_dir: Path, cluster: Cluster, ts: np.ndarray,
     nth = {"roce": 0, "ib": 0}
     for node in range(n):
         if plain:
-            lines = _node_samples(cluster, node, int(lids[node]), ts, counters)
+            lines = _node_samples(cluster, node, int(lids[node]), ts, counters, clocks)
         else:
             kind = cluster.fabric[node]
             node_fmt = fabric_format(mix, kind, nth[kind])
             nth[kind] += 1
+            lags = (np.cumsum(np.concatenate([[0.0], clocks.draws().uniform(1.0, 3.0, nics - 1)]))
+                    if clocks.apart else ())
             lines = _mixed_samples(cluster, node, node_fmt, 8 * int(lids[node]), ts,
-                                   _rails(cluster, node, counters, nics, extra))
+                                   _rails(cluster, node, counters, nics, extra), clocks,
+                                   list(lags))
         path = fabric_dir / f"{cluster.nodes[node]}.jsonl"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         files[path] = len(lines)

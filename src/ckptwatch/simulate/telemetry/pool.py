@@ -20,15 +20,20 @@ from ckptwatch.simulate.cluster import (
     grouped,
     overlap,
 )
-from ckptwatch.simulate.telemetry.sampling import gc_dip, iso_seconds, sample_times
+from ckptwatch.simulate.telemetry.sampling import Clocks, gc_dip, iso_seconds, sample_times
 
 
 def pool_metrics(cluster: Cluster, load: WriteLoad, incidents: Sequence[Incident],
                  bg: Background, t0: float, t1: float, interval: float,
-                 rng: np.random.Generator) -> pl.DataFrame:
-    """Long pool telemetry: gc_active, free_blocks_pct, metadata latency/ops, write_bytes."""
+                 rng: np.random.Generator, clocks: Clocks | None = None) -> pl.DataFrame:
+    """Long pool telemetry: gc_active, free_blocks_pct, metadata latency/ops, write_bytes.
+
+    Each target's exporter samples on its own phase and stamps with its target's clock
+    (``clocks``)."""
+    clocks = clocks or Clocks()
     n_t = len(cluster.targets)
     ts = sample_times(rng, n_t, t0, t1, interval)
+    ts = clocks.sampled("pool", ts, t0, ts.shape[1] * interval)
     prev = ts - interval
     pool_sel = load.target >= 0
     ckpt_bytes = grouped(load.target[pool_sel], n_t, load.write_start[pool_sel],
@@ -64,11 +69,12 @@ def pool_metrics(cluster: Cluster, load: WriteLoad, incidents: Sequence[Incident
         "write_bytes": np.floor(write_bytes).astype(np.int64),
     }
     names = np.array(cluster.targets)
+    stamped = np.stack([clocks.stamp(name, ts[t]) for t, name in enumerate(cluster.targets)])
     frames = []
     for order, (metric, values) in enumerate(metrics.items()):
         frames.append(pl.DataFrame({
-            "_t": ts.ravel(), "_o": np.full(ts.size, order),
-            "ts": iso_seconds(ts.ravel()), "pool": np.full(ts.size, cluster.pool),
+            "_t": stamped.ravel(), "_o": np.full(ts.size, order),
+            "ts": iso_seconds(stamped.ravel()), "pool": np.full(ts.size, cluster.pool),
             "target": np.repeat(names, ts.shape[1]), "metric": np.full(ts.size, metric),
             "value": pl.Series(values.ravel()).cast(pl.Utf8),
         }))

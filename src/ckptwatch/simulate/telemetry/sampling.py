@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,6 +30,47 @@ def sample_times(rng: np.random.Generator, n: int, t0: float, t1: float, interva
     phase = rng.uniform(jitter, first, (n, 1))
     noise = rng.uniform(-jitter, jitter, (n, count))
     return np.floor(t0 + phase + np.arange(count) * interval + noise)
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """When the tools sample and how each host stamps what it collects.
+
+    ``apart``: each tool is its own command on its own cadence (``SimulationConfig.tool_clocks``;
+    ``rng`` draws what only that needs, so an aligned day keeps its bytes). ``shift``: seconds
+    added to every sample instant of a tool, its values read at the moved instants. ``offset``:
+    a host's clock error, s, added to the times it stamps; the values stay those of the true
+    instants, as a host whose clock is off still reads its counters when it reads them.
+    """
+
+    apart: bool = False
+    shift: Mapping[str, float] = field(default_factory=dict)
+    offset: Mapping[str, float] = field(default_factory=dict)
+    rng: np.random.Generator | None = None
+
+    def sampled(self, tool: str, ts: np.ndarray, t0: float, span: float) -> np.ndarray:
+        """``ts`` (rows of sample instants) moved by ``tool``'s shift.
+
+        An instant moved before ``t0`` comes round ``span`` s later instead (the next cycle's
+        sample, past the end): the rows keep their count, so every later random draw is the
+        unshifted day's, and the rows stay sorted.
+        """
+        delta = self.shift.get(tool, 0.0)
+        if not delta:
+            return ts
+        moved = ts + delta
+        return np.sort(np.where(moved < t0, moved + span, moved), axis=-1)
+
+    def stamp(self, host: str, ts: np.ndarray) -> np.ndarray:
+        """The times ``host`` writes for the true instants ``ts``: off by its clock error."""
+        off = self.offset.get(host, 0.0)
+        return ts + off if off else ts
+
+    def draws(self) -> np.random.Generator:
+        """The generator of the apart clocks' own draws."""
+        if self.rng is None:
+            raise ValueError("Clocks.apart needs its rng")
+        return self.rng
 
 
 def gc_dip(ts: np.ndarray, baseline: np.ndarray, inc: Incident) -> np.ndarray:

@@ -8,7 +8,7 @@ multiplies media writes over host writes and keeps the controller busy even with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from ckptwatch.simulate.cluster import (
 from ckptwatch.simulate.telemetry.mix import smart_encoding
 from ckptwatch.simulate.telemetry.render import render_nvme_smart_log_json, render_ocp_smart_text
 from ckptwatch.simulate.telemetry.sampling import (
+    Clocks,
     Progress,
     envelope_line,
     gc_dip,
@@ -48,6 +49,57 @@ _TARGET_MODELS = (
 )
 
 
+#: Cadence of the OCP log against the health log's, when the tools run apart: the same cadence
+#: (a collector runs the two commands one after the other, seconds apart), 10x denser, 2x
+#: sparser; drawn per drive.
+OCP_CADENCES = (1.0, 1.0, 0.1, 2.0)
+#: Spellings of a drive in the OCP log's envelope when the tools run apart (the health log's
+#: is ``/dev/nvme0``): what ``nvme ocp smart-add-log`` was given.
+OCP_SPELLINGS = ("/dev/{}n1", "{}n1", "/dev/{}", "{}")
+
+
+def ocp_times(rng: np.random.Generator, ts: np.ndarray, every: float, t0: float, t1: float,
+              dev: str) -> tuple[np.ndarray, str]:
+    """When a drive's OCP log is read, with the health log read at ``ts`` every ``every`` s,
+    and how its device is spelled, for tools that run apart.
+
+    At the health log's cadence it is read 3-20 s after each health read (its own jitter of
+    ±2 s, so never at the same second); else on a grid of its own (``OCP_CADENCES``), kept
+    within 30 s to 15 min (or the health log's cadence when that is longer).
+    """
+    factor = float(rng.choice(OCP_CADENCES))
+    spelling = str(rng.choice(OCP_SPELLINGS)).format(dev)
+    if factor == 1.0:
+        lag = float(rng.uniform(3.0, 20.0))
+        return np.floor(ts + lag + rng.uniform(-2.0, 2.0, ts.shape)), spelling
+    own = float(np.clip(every * factor, 30.0, max(900.0, every)))
+    return sample_times(rng, 1, t0, t1, own, jitter=min(5.0, own / 10), first=90.0)[0], spelling
+
+
+def _media_and_free(at: np.ndarray, host_bytes: Callable[[np.ndarray], np.ndarray],
+                    base_wa: float, wa_k: np.ndarray, free_base: np.ndarray,
+                    gcs: Sequence[Incident]) -> tuple[np.ndarray, np.ndarray]:
+    """The OCP log's cumulative media bytes written and free blocks % at instants ``at``.
+
+    Media bytes are the host bytes of each interval times the drive's write amplification
+    (``wa_k``: each interval's noise around it); GC adds its own amplification of the host
+    bytes written during it and its relocation traffic, and dips the free blocks (unless it is
+    ``wa_only``).
+    """
+    media = np.cumsum(np.diff(host_bytes(at), prepend=0.0) * base_wa * wa_k)
+    free = free_base.copy()
+    for inc in gcs:
+        sig = inc.signal
+        gc_s = overlap(np.full(at.shape, -np.inf), at, inc.start, inc.end)
+        host_in = np.where(at > inc.start, host_bytes(np.minimum(at, inc.end))
+                           - host_bytes(np.array([inc.start])), 0.0)
+        media = (media + (sig["write_amplification"] - base_wa) * host_in
+                 + sig["relocation_gbs"] * 1e9 * gc_s)
+        if not sig.get("wa_only"):
+            free = np.minimum(free, gc_dip(at, free_base, inc))
+    return np.maximum.accumulate(media), free
+
+
 def _smartctl_doc(device: str, model: str, serial: str, firmware: str, ts: float,
                   health: Mapping[str, int]) -> dict[str, object]:
     """``smartctl -j -a`` for one sample: the shared renderer plus the sample's local_time."""
@@ -63,14 +115,17 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                 incidents: Sequence[Incident], bg: Background, t0: float, t1: float,
                 interval: float, rng: np.random.Generator,
                 progress: Progress | None = None, *, mix: str = "default",
-                wa_noise: float = 0.01, with_ocp: bool = True) -> dict[Path, int]:
+                wa_noise: float = 0.01, with_ocp: bool = True,
+                clocks: Clocks | None = None) -> dict[Path, int]:
     """SMART envelopes (smartctl + OCP) for every drive, one JSON Lines file per host.
 
     ``mix`` (``telemetry.mix.smart_encoding``) chooses each drive's encoding of the same
     values. ``wa_noise``: log-normal sigma of each interval's write amplification around the
     drive's own. ``with_ocp`` False: no OCP documents (no media bytes written, no free blocks).
-    Returns the lines written per file.
+    ``clocks``: when the health and OCP logs are read (``ocp_times``) and how each host stamps
+    them. Returns the lines written per file.
     """
+    clocks = clocks or Clocks()
     smart_dir.mkdir(parents=True, exist_ok=True)
     n_loc = cluster.n_local_drives
     drive_of = np.where(load.drive >= 0, load.drive, -1)
@@ -98,7 +153,7 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
         serial = f"S{int(rng.integers(10**9, 10**10))}"
         every = float(rng.uniform(0.67, 1.33)) * interval
         ts = sample_times(rng, 1, t0, t1, every, jitter=5.0, first=90.0)[0]
-        never = np.full(ts.shape, -np.inf)
+        ts = clocks.sampled("smart", ts, t0, ts.size * every)
         if is_local:
             ckpt, bw = local_host[d], float(cluster.local_drive_bw[d])
             other_rate = float(rng.uniform(1e6, 2e7))  # logs, caches, scratch
@@ -113,25 +168,27 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
 
         written = host_bytes(ts)
         base_wa = float(rng.uniform(1.02, 1.09))
-        media = np.cumsum(np.diff(written, prepend=0.0) * base_wa
-                          * rng.lognormal(0.0, wa_noise, ts.shape))
+        # The draws keep the order of the aligned generator, so an aligned day keeps its bytes.
+        wa_k = rng.lognormal(0.0, wa_noise, ts.shape)
         busy_s = written / bw * float(rng.uniform(1.1, 1.4))
-        free_base = float(rng.uniform(15.0, 38.0)) + rng.normal(0.0, 0.5, ts.shape)
-        free = free_base.copy()
+        free_level = float(rng.uniform(15.0, 38.0))
+        free_noise = rng.normal(0.0, 0.5, ts.shape)
         temp = float(rng.uniform(33.0, 42.0)) + rng.normal(0.0, 0.6, ts.shape)
-        for inc in gc_by_drive.get(d, []):
-            sig = inc.signal
-            gc_s = overlap(never, ts, inc.start, inc.end)
-            host_in = np.where(ts > inc.start, host_bytes(np.minimum(ts, inc.end))
-                               - host_bytes(np.array([inc.start])), 0.0)
-            media = (media + (sig["write_amplification"] - base_wa) * host_in
-                     + sig["relocation_gbs"] * 1e9 * gc_s)
-            if sig.get("wa_only"):
+        gcs = gc_by_drive.get(d, [])
+        for inc in gcs:
+            if inc.signal.get("wa_only"):
                 continue  # only write amplification shows it
-            busy_s = busy_s + sig["busy_share"] * gc_s
-            free = np.minimum(free, gc_dip(ts, free_base, inc))
+            gc_s = overlap(np.full(ts.shape, -np.inf), ts, inc.start, inc.end)
+            busy_s = busy_s + inc.signal["busy_share"] * gc_s
             temp = temp + 4.0 * (overlap(ts - every, ts, inc.start, inc.end) > 0)
-        media = np.maximum.accumulate(media)
+        t_ocp, ocp_dev = ts, dev
+        if clocks.apart:
+            t_ocp, ocp_dev = ocp_times(clocks.draws(), ts, every, t0, t1, dev)
+            wa_k = clocks.draws().lognormal(0.0, wa_noise, t_ocp.shape)
+            free_noise = clocks.draws().normal(0.0, 0.5, t_ocp.shape)
+        t_ocp = clocks.sampled("ocp", t_ocp, t0, t_ocp.size * every)
+        media, free = _media_and_free(t_ocp, host_bytes, base_wa, wa_k, free_level + free_noise,
+                                      gcs)
         # Controller busy time counts wall-clock time with I/O outstanding: it cannot grow faster
         # than the clock, whatever host writes and GC add up to.
         span = np.diff(ts, prepend=t0)
@@ -139,7 +196,9 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
         dw0 = int(rng.integers(2 * 10**7, 6 * 10**8))
         poh0 = int(rng.integers(2000, 30000))
         media0 = int(dw0 * DATA_UNIT_BYTES * rng.uniform(1.05, 1.25))
-        iso = iso_seconds(ts)
+        health_dev = f"/dev/{dev}" if clocks.apart else dev
+        stamped = clocks.stamp(host, ts)
+        iso = iso_seconds(stamped)
         for i, t_i in enumerate(ts):
             dw = dw0 + int(np.ceil(written[i] / DATA_UNIT_BYTES))
             health = {
@@ -153,27 +212,31 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                 "power_cycles": 40 + poh0 // 2000, "power_on_hours": poh0 + int((t_i - t0) // 3600),
                 "unsafe_shutdowns": 3, "media_errors": 0, "num_err_log_entries": 0,
             }
-            mw = media0 + int(media[i])
-            ocp = {
-                "media_written": mw, "media_read": dw0 * DATA_UNIT_BYTES // 3,
-                "soft_ecc": 0, "system_used": 0, "refresh": 1000 + poh0,
-                "erase_max": int(mw * 1.15 // cap) + 3, "erase_min": int(mw * 0.85 // cap),
-                "free_blocks": int(round(free[i])), "nuse": cap // 4096 // 2,
-                "plp": 40 + poh0 // 2000, "endurance": cap * 3500,
-                "power_changes": 40 + poh0 // 2000,
-            }
             if encoding == "nvme-cli+ocp-text":
-                health_env = envelope_line(host, dev, str(iso[i]), "nvme-smart-log",
+                health_env = envelope_line(host, health_dev, str(iso[i]), "nvme-smart-log",
                                            render_nvme_smart_log_json(health))
             else:
-                health_env = envelope_line(host, dev, str(iso[i]), "smartctl", _smartctl_doc(
-                    dev, model, serial, fw, float(t_i), health))
-            ocp_doc = (render_ocp_smart_json(ocp) if encoding == "smartctl+ocp-json"
-                       else render_ocp_smart_text(ocp))
-            lines.setdefault(host, []).append((float(t_i), dev + "0", health_env))
-            if with_ocp:
-                lines[host].append((float(t_i), dev + "1", envelope_line(
-                    host, dev, str(iso[i]), "nvme-ocp-smart", ocp_doc)))
+                health_env = envelope_line(host, health_dev, str(iso[i]), "smartctl",
+                                           _smartctl_doc(dev, model, serial, fw,
+                                                         float(stamped[i]), health))
+            lines.setdefault(host, []).append((float(stamped[i]), dev + "0", health_env))
+        if with_ocp:
+            ocp_stamped = clocks.stamp(host, t_ocp)
+            ocp_iso = iso_seconds(ocp_stamped)
+            for i in range(t_ocp.size):
+                mw = media0 + int(media[i])
+                ocp = {
+                    "media_written": mw, "media_read": dw0 * DATA_UNIT_BYTES // 3,
+                    "soft_ecc": 0, "system_used": 0, "refresh": 1000 + poh0,
+                    "erase_max": int(mw * 1.15 // cap) + 3, "erase_min": int(mw * 0.85 // cap),
+                    "free_blocks": int(round(free[i])), "nuse": cap // 4096 // 2,
+                    "plp": 40 + poh0 // 2000, "endurance": cap * 3500,
+                    "power_changes": 40 + poh0 // 2000,
+                }
+                ocp_doc = (render_ocp_smart_json(ocp) if encoding == "smartctl+ocp-json"
+                           else render_ocp_smart_text(ocp))
+                lines[host].append((float(ocp_stamped[i]), dev + "1", envelope_line(
+                    host, ocp_dev, str(ocp_iso[i]), "nvme-ocp-smart", ocp_doc)))
         if progress and d % 256 == 255:
             progress(f"smart: {d + 1}/{cluster.n_drives} drives")
     files = {}
