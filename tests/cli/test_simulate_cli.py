@@ -33,3 +33,14 @@ def test_tool_clocks_and_clock_skew_reach_the_generator(tmp_path: Path) -> None:
     assert clocks["tool_clocks"] == "apart" and clocks["clock_skew_s"] == 1.5
     assert clocks["host_offset_s"] and all(abs(x) <= 1.5
                                            for x in clocks["host_offset_s"].values())
+
+
+def test_evaluate_samples_every_family_apart_when_asked() -> None:
+    from ckptwatch.cli.evaluate import _sampling
+    from ckptwatch.cli.main import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["evaluate", "--tool-clocks", "apart", "--clock-skew", "2"])
+    assert _sampling(args) == {"tool_clocks": "apart", "clock_skew_s": 2.0}
+    # not given: each family keeps its own (smart_apart stays apart, base aligned)
+    assert _sampling(parser.parse_args(["evaluate"])) == {}

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ckptwatch.errors import ModelError, UsageError
+from ckptwatch.simulate.config import TOOL_CLOCKS
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -42,7 +43,20 @@ def _scenario_flags(p: argparse.ArgumentParser) -> None:
                    "smart_apart (the SMART health and OCP logs read at different moments and "
                    "cadences), skewed_clocks (host clocks off by up to 2 s), as_clusters "
                    "(both, every tool format, two NICs per node)")
+    p.add_argument("--tool-clocks", choices=TOOL_CLOCKS, default=None,
+                   help="sample every family's scenarios with this: apart (each tool its own "
+                   "command and cadence, as clusters run them) or aligned (default: each "
+                   "family's own; only smart_apart and as_clusters are apart)")
+    p.add_argument("--clock-skew", type=float, default=None, metavar="S",
+                   help="every family's host clocks off by up to S seconds (default: each "
+                   "family's own; 2 for skewed_clocks and as_clusters, else 0)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _sampling(args: argparse.Namespace) -> dict[str, object]:
+    """The sampling options given on the command line, over every family's own."""
+    given = {"tool_clocks": args.tool_clocks, "clock_skew_s": args.clock_skew}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,7 +106,7 @@ def run_train(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     out = args.out or model_path()
     model = train_model(seeds, progress=_progress(args), nodes=args.nodes, hours=args.hours,
-                        families=parse_families(args.families))
+                        families=parse_families(args.families), **_sampling(args))
     model.save(out)
     labels = ", ".join(f"{k} {v}" for k, v in model.meta["labels"].items())
     print(f"model -> {out} (trained on {model.meta['n_train']} stalls from {len(seeds)} "
@@ -117,13 +131,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise ModelError(f"seeds {overlap[:5]} were used to train the model; "
                              "evaluate on unseen seeds")
     report = evaluate(seeds, model, progress=_progress(args), nodes=args.nodes,
-                      hours=args.hours, families=families)
+                      hours=args.hours, families=families, **_sampling(args))
     if args.format == "json":
         print(json.dumps({**report.to_dict(), "model": None if model is None else model.meta},
                          indent=2, default=str))
         return 0
     print(f"evaluation on {len(seeds)} unseen scenarios (seeds {args.seeds}, {args.nodes} "
-          f"nodes x {args.hours:g} h, families {args.families}); attribution: "
+          f"nodes x {args.hours:g} h, families {args.families}"
+          + "".join(f", {k} {v}" for k, v in _sampling(args).items())
+          + "); attribution: "
           f"{'rules + calibrated model' if model else 'rules only'}")
     print(f"stall detection: precision {report.precision:.3f}, recall {report.recall:.3f} "
           f"({report.true_positives} true, {report.false_positives} false, "
