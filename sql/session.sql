@@ -34,6 +34,12 @@ set variable straggler_min_excess_s = 1.0;
 -- spans comes within this many seconds of the window (or within its own sampling interval, if
 -- longer). Each tool keeps its own clock: coverage is never judged by equal timestamps.
 set variable coverage_tolerance_s = 60.0;
+-- Clock skew between hosts (NTP keeps them milliseconds to a few seconds apart): checkpoint
+-- records carry the compute nodes' clocks, telemetry its collectors', exporters' and storage
+-- servers'. A series whose samples miss a stall's window by at most this many seconds still
+-- reaches it (int_window_samples, stall_signals), so a clock a few seconds off hides no
+-- evidence; coverage (stall_coverage) widens by at least as much. Weights stay on the window.
+set variable clock_skew_s = 5.0;
 
 -- Identifier fields (job_id, node, device, …) longer than this are not read by the views: the
 -- ingest quarantines them (CKPTWATCH_MAX_FIELD_CHARS, RELIABILITY.md "Limits"), but a lake

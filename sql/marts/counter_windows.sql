@@ -56,11 +56,14 @@ windows as (
 
 -- The samples whose interval touches the window (int_window_samples), of which this mart
 -- counts an interval that overlaps the window (prev_ts < end, ts > start) and a series' first
--- sample (no interval) inside it.
+-- sample (no interval) inside it: the window on the checkpoint's own clock (outside_s = 0; the
+-- clock skew's reach is attribution's, stall_signals).
 overlapping as (
     select *
     from int_window_samples('windows', 'samples')
-    where prev_ts is null or (prev_ts < window_end_ts and ts > window_start_ts)
+    where
+        outside_s = 0
+        and (prev_ts is null or (prev_ts < window_end_ts and ts > window_start_ts))
 ),
 
 -- Grouped by the window's key (job_id, step, host: windows has one row per them, and the

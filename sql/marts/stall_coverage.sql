@@ -37,8 +37,13 @@ series as (
     select * from int_signal_series()
 ),
 
+-- At least the clock skew stall_signals tolerates (clock_skew_s): a series it counts has
+-- reached the stall.
 settings as (
-    select cast(getvariable('coverage_tolerance_s') as double) as tolerance_s,
+    select
+        cast(greatest(
+            getvariable('coverage_tolerance_s'), getvariable('clock_skew_s')
+        ) as double) as tolerance_s,
 ),
 
 -- The slow ranks, or every rank of a stall without slow ranks.

@@ -95,10 +95,32 @@ stall_hosts as (
 -- The samples whose interval touches the checkpoint's window (int_window_samples), of which
 -- this mart counts every interval that has begun before the window ends (a series' first
 -- sample: inside [start_ts, end_ts)), whole: an interval ending at start_ts counts too.
-in_window as (
-    select *
+-- Clock skew (clock_skew_s, sql/session.sql): a series none of whose intervals meets that rule
+-- on the checkpoint's clock counts the intervals that meet it within the skew (begun before
+-- end_ts + skew, ended at or after start_ts - skew), with no overlap weight: the unweighted
+-- form below. So a telemetry host's clock a few seconds off hides no series (its last sample
+-- 1 s before the window, its first 1 s after), and a series the window reaches itself counts
+-- as before: the skew never adds samples to it.
+reaching as (
+    select
+        *,
+        outside_s = 0 and coalesce(prev_ts, ts) < window_end_ts as on_window_clock,
     from int_window_samples('stall_hosts', 'series_samples')
-    where coalesce(prev_ts, ts) < window_end_ts
+    where
+        coalesce(prev_ts, ts)
+        < window_end_ts + to_microseconds(
+            cast(round(coalesce(getvariable('clock_skew_s'), 0) * 1e6) as bigint)
+        )
+),
+
+in_window as (
+    select * exclude (on_window_clock)
+    from reaching
+    qualify
+        on_window_clock
+        or not bool_or(on_window_clock) over (
+            partition by job_id, step, host, family, device, port, signal
+        )
 ),
 
 per_series as (

@@ -293,17 +293,20 @@ def test_int_window_samples_pairs_every_interval_that_touches_the_window(lake: P
             where step = 4
         ),
         samples as (select * from int_signal_samples)
-        select signal, epoch(ts - $t0) as t, overlap_s
+        select signal, epoch(ts - $t0) as t, overlap_s, outside_s
         from int_window_samples('windows', 'samples')
         order by signal, t
     """, {"t0": at(0)})
-    # Touching: ts >= start (1005) and coalesce(prev_ts, ts) <= end (1025); overlap_s: the
-    # seconds of the interval inside the window (a first sample has none).
-    assert [(r["signal"], r["t"], r["overlap_s"]) for r in got] == [
-        ("gc_active", 1025.0, 0.0), ("gc_active", 1040.0, 0.0),
-        ("port_xmit_wait", 1005.0, 0.0), ("port_xmit_wait", 1030.0, 20.0),
-        ("rx_prio3_pause", 1005.0, 0.0), ("rx_prio3_pause", 1015.0, 10.0),
-        ("rx_prio3_pause", 1025.0, 10.0), ("rx_prio3_pause", 1035.0, 0.0)]
+    # Touching the window widened by the clock skew (5 s): ts >= start - 5 (1000) and
+    # coalesce(prev_ts, ts) <= end + 5 (1030); overlap_s: the seconds of the interval inside the
+    # window (a first sample has none); outside_s: how far it misses the window itself
+    # (port_xmit_wait's first sample, 5 s before it).
+    assert [(r["signal"], r["t"], r["overlap_s"], r["outside_s"]) for r in got] == [
+        ("gc_active", 1025.0, 0.0, 0.0), ("gc_active", 1040.0, 0.0, 0.0),
+        ("port_xmit_wait", 1000.0, 0.0, 5.0),
+        ("port_xmit_wait", 1005.0, 0.0, 0.0), ("port_xmit_wait", 1030.0, 20.0, 0.0),
+        ("rx_prio3_pause", 1005.0, 0.0, 0.0), ("rx_prio3_pause", 1015.0, 10.0, 0.0),
+        ("rx_prio3_pause", 1025.0, 10.0, 0.0), ("rx_prio3_pause", 1035.0, 0.0, 0.0)]
 
 
 @pytest.mark.parametrize("seed_n", range(6))
@@ -312,10 +315,12 @@ def test_int_window_samples_equals_a_plain_range_join(lake: Path, seed_n: int) -
     # they cover, and only samples near a window go on (near_samples): the pairs must be those
     # of a plain join on host and the touching rule, whatever the intervals (inside one 5-minute
     # bucket, over two, exactly one bucket long, over many: a gap) and windows (seconds to 20
-    # minutes, on bucket edges).
+    # minutes, on bucket edges), with the windows widened by a clock skew (none, seconds, more
+    # than a bucket).
     import random
 
     rng = random.Random(seed_n)
+    skew_s = [0.0, 5.0, 2.5, 301.0, 0.0, 5.0][seed_n]
     samples = []
     for host in ("n0", "n1", "t0"):
         t, prev = float(rng.randrange(0, 600)), None
@@ -330,6 +335,7 @@ def test_int_window_samples_equals_a_plain_range_join(lake: Path, seed_n: int) -
                         start + rng.choice([0.0, 1.0, 20.0, 299.0, 300.0, 1200.0])))
     con = connect(lake)
     try:
+        con.execute("set variable clock_skew_s = ?", [skew_s])
         con.execute("create temp table w (window_id int, host varchar, "
                     "window_start_ts timestamptz, window_end_ts timestamptz)")
         con.executemany("insert into w values (?, ?, ?, ?)",
@@ -337,22 +343,25 @@ def test_int_window_samples_equals_a_plain_range_join(lake: Path, seed_n: int) -
         con.execute("create temp table s (host varchar, ts timestamptz, prev_ts timestamptz)")
         con.executemany("insert into s values (?, ?, ?)",
                         [(h, at(t), None if p is None else at(p)) for h, t, p in samples])
-        got = con.execute("select window_id, host, ts, prev_ts, overlap_s "
+        got = con.execute("select window_id, host, ts, prev_ts, overlap_s, outside_s "
                           "from int_window_samples('w', 's') order by all").fetchall()
         want = con.execute("""
             select w.window_id, w.host, s.ts, s.prev_ts,
                 case when s.prev_ts is null then 0.0
-                    else epoch(least(s.ts, w.window_end_ts)
-                               - greatest(s.prev_ts, w.window_start_ts)) end as overlap_s,
+                    else greatest(epoch(least(s.ts, w.window_end_ts)
+                                        - greatest(s.prev_ts, w.window_start_ts)), 0.0)
+                end as overlap_s,
+                greatest(epoch(w.window_start_ts - s.ts),
+                         epoch(coalesce(s.prev_ts, s.ts) - w.window_end_ts), 0.0) as outside_s,
             from s inner join w on s.host = w.host
-                and s.ts >= w.window_start_ts
-                and coalesce(s.prev_ts, s.ts) <= w.window_end_ts
+                and s.ts >= w.window_start_ts - to_seconds($skew)
+                and coalesce(s.prev_ts, s.ts) <= w.window_end_ts + to_seconds($skew)
             order by all
-        """).fetchall()
+        """, {"skew": skew_s}).fetchall()
     finally:
         con.close()
     # The windows do meet samples, some of them over intervals longer than a bucket.
-    assert any(p is not None and (t - p).total_seconds() > 300 for _, _, t, p, _ in want)
+    assert any(p is not None and (t - p).total_seconds() > 300 for _, _, t, p, _, _ in want)
     assert got == want
 
 
@@ -364,12 +373,24 @@ def test_counter_windows_and_stall_signals_count_the_touching_intervals_by_their
     # counter_windows: intervals that overlap the window (prev_ts < end, ts > start), and first
     # samples inside [start, end]: not the interval ending at the start or starting at the end.
     assert windows == {"rx_prio3_pause": 3, "port_xmit_wait": 1, "gc_active": 1}
-    stall = {r["signal"]: r["n_samples"] for r in query(
-        lake, "select step, signal, n_samples from stall_signals")
-        if r["step"] == 4}
+    con = connect(lake, views=("stall_signals",))
+    try:
+        stall = {}
+        for skew_s in (0.0, 5.0):
+            con.execute("set variable clock_skew_s = ?", [skew_s]).fetchall()
+            stall[skew_s] = {r["signal"]: r["n_samples"] for r in run_sql(
+                con, "select signal, n_samples from stall_signals where step = 4").to_dicts()}
+    finally:
+        con.close()
+    on_the_clock, skewed = stall[0.0], stall[5.0]
     # stall_signals: every touching interval begun before the end, whole (the one ending at the
-    # start too); a first sample only inside [start, end): gc_active's two are not counted.
-    assert stall == {"pause": 3, "xmit_wait": 2}
+    # start too); a first sample only inside [start, end): gc_active's two are not counted on
+    # the records' clock...
+    assert on_the_clock == {"pause": 3, "xmit_wait": 2}
+    # ... and within the clock skew (5 s) gc_active, which the window does not reach on its
+    # clock, counts its first sample (at the window's end) and the interval begun there: its
+    # host's clock may be 5 s ahead. The others count as before.
+    assert skewed == {"pause": 3, "xmit_wait": 2, "gc_active": 2}
 
 
 def test_stall_signals_weigh_each_interval_by_its_seconds_inside_the_window(lake: Path) -> None:

@@ -6,6 +6,8 @@ docs/concepts.md: a stall is a checkpoint whose barrier time is ``stall_factor``
 rolling median and ``stall_min_excess_s`` over it; a slow rank of a stall is ``slow_rank_factor``
 x the job's normal rank duration and ``slow_rank_min_excess_s`` over it; a straggler is a rank
 ``straggler_factor`` x its checkpoint's p50 and ``straggler_min_excess_s`` over it.
+``clock_skew_s``: how many seconds apart hosts' clocks may be; a series whose samples miss a
+stall's window by at most that still reaches it (sql/session.sql, stall_signals).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from ckptwatch.errors import QueryError
 from ckptwatch.settings import sql_dir
 
 SESSION_FILE = "session.sql"
+#: A clock further off than this is broken, not skewed: no tolerance hides it (stall_coverage
+#: shows the feed as missing instead).
+MAX_CLOCK_SKEW_S = 300.0
 _SET_VARIABLE = re.compile(r"^\s*set\s+variable\s+(\w+)\s*=\s*([-+0-9.eE]+)\s*;",
                            re.IGNORECASE | re.MULTILINE)
 
@@ -57,6 +62,7 @@ class DetectionSettings:
     slow_rank_min_excess_s: float = _session("slow_rank_min_excess_s")
     straggler_factor: float = _session("straggler_factor")
     straggler_min_excess_s: float = _session("straggler_min_excess_s")
+    clock_skew_s: float = _session("clock_skew_s")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -65,6 +71,9 @@ class DetectionSettings:
                 raise QueryError(f"{f.name} must be > 1 (got {value})")
             if f.name.endswith("_min_excess_s") and not value >= 0.0:
                 raise QueryError(f"{f.name} must be >= 0 s (got {value})")
+        if not 0.0 <= self.clock_skew_s <= MAX_CLOCK_SKEW_S:
+            raise QueryError(f"clock_skew_s must be between 0 and {MAX_CLOCK_SKEW_S:g} s "
+                             f"(got {self.clock_skew_s})")
 
     def apply(self, con: duckdb.DuckDBPyConnection) -> None:
         """Set every threshold as the SQL session variable of the same name."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="a stall: barrier >= this x the job's rolling median (default 2.0)")
     p.add_argument("--stall-min-excess", type=float, default=1.0, metavar="SECONDS",
                    help="… and at least this many seconds over it (default 1.0)")
+    p.add_argument("--clock-skew", type=float, default=None, metavar="SECONDS",
+                   help="how far apart hosts' clocks may be: telemetry that misses a stall's "
+                   "window by at most this still counts (default: clock_skew_s of "
+                   "sql/session.sql, 5)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,6 +73,8 @@ def _findings(args: argparse.Namespace, job: str | None) -> StallFindings:
                          "`ckptwatch train-model --out PATH`)")
     settings = DetectionSettings(stall_factor=args.stall_factor,
                                  stall_min_excess_s=args.stall_min_excess)
+    if args.clock_skew is not None:
+        settings = replace(settings, clock_skew_s=args.clock_skew)
     return find_stalls(args.lake, job=job, model_path=args.model, settings=settings)
 
 

@@ -54,23 +54,30 @@ HEALTH_LOG_METRICS: dict[str, tuple[str, float]] = {
     "critical_comp_time": ("critical_comp_time_min", 1),
 }
 
-_NVME_NAMESPACE = re.compile(r"(nvme\d+)(?:n\d+(?:p\d+)?)?")
+#: The kernel's names of an NVMe controller's devices, each with the controller's number:
+#: a multipath path ``nvme<subsystem>c<controller>n<ns>`` (its controller is the ``c`` number;
+#: the leading number is the subsystem's), the generic character device ``ng<ctrl>n<ns>``, and
+#: ``nvme<ctrl>`` with an optional namespace ``n<ns>`` and partition ``p<part>``. The same rule
+#: is the SQL macro ``nvme_drive`` (sql/staging/stg_nvme_smart.sql; a test holds them equal).
+_NVME_NAMESPACE = re.compile(r"nvme\d+c(\d+)n\d+(?:p\d+)?|ng(\d+)n\d+|nvme(\d+)(?:n\d+(?:p\d+)?)?")
 
 
 @functools.lru_cache(maxsize=4096)
 def nvme_device_name(name: str) -> str:
     """Short kernel name of an NVMe controller: ``/dev/nvme0n1`` -> ``nvme0``.
 
-    SMART is per controller, so a namespace or partition name maps to its controller. Other
-    names lose ``/dev/`` and any directory part (``IOService:/…/NS_01@1`` -> ``NS_01@1``).
-    Cached: every envelope of a drive names it again.
+    SMART is per controller, so a namespace, partition, multipath path (``nvme0c1n1`` ->
+    ``nvme1``) or generic device (``ng0n1`` -> ``nvme0``) name maps to its controller: one drive
+    keeps one name whichever tool printed it (docs/formats.md, "Device identity"). Other names
+    lose ``/dev/`` and any directory part (``IOService:/…/NS_01@1`` -> ``NS_01@1``). Cached:
+    every envelope of a drive names it again.
     """
     s = name.strip()
     if s.startswith("/dev/"):
         s = s[5:]
     m = _NVME_NAMESPACE.fullmatch(s)
     if m:
-        return m.group(1)
+        return "nvme" + next(g for g in m.groups() if g is not None)
     return s.rstrip("/").rsplit("/", 1)[-1] or s
 
 
