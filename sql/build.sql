@@ -36,6 +36,7 @@
 .read sql/intermediate/int_unfinished_ranks.sql
 .read sql/intermediate/int_signal_counter_deltas.sql
 .read sql/intermediate/int_signal_samples.sql
+.read sql/intermediate/int_signal_write_amplification.sql
 .read sql/intermediate/int_signal_noise.sql
 .read sql/marts/checkpoint_latency.sql
 .read sql/marts/postmortem_signals.sql

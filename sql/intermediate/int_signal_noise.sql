@@ -3,8 +3,10 @@
 -- in stall_signals: the fabric families (pause, xmit_wait, cnp) summed over the host's NICs,
 -- ports and counters; drive and pool signals per signal, over the host's drives. One more
 -- signal per host: write_amplification, the NAND (OCP physical media) bytes over the host
--- bytes (SMART data units) written in each sampling interval of each drive, whatever the
--- sampling cadence (one 2-minute interval may span a whole checkpoint).
+-- bytes (SMART data units) written in each interval of each drive's common time base
+-- (int_signal_write_amplification(): the two tools sample at their own moments and cadences),
+-- whatever the sampling cadence (one 2-minute interval may span a whole checkpoint); its
+-- median and MAD per host: int_signal_wa_noise().
 -- median_level: counters: median interval rate (summed over the host's series); gauges: median
 -- value (averaged). mad_level: the median absolute deviation from that median, combined the
 -- same way (a sum of MADs bounds the MAD of a sum). n_samples: intervals (or values) it rests
@@ -91,12 +93,6 @@ select * from final;
 
 create or replace view int_signal_noise as
 with
--- Not materialised: its readers (write amplification's media and host intervals) would
--- otherwise have DuckDB store every sample first (~21 M rows of a 512-node day).
-samples as not materialized (
-    select * from int_signal_samples
-),
-
 series_noise as (
     select * from int_signal_series()
 ),
@@ -116,51 +112,22 @@ per_group as (
     group by host, family, signal_group
 ),
 
-media_intervals as (
-    select host, device, ts, delta as media_delta,
-    from samples
-    where signal = 'media_written_bytes' and kind = 'counter' and not reset
-),
-
-host_intervals as (
-    select host, device, ts, delta as host_delta, interval_s,
-    from samples
-    where signal = 'host_written_bytes' and kind = 'counter' and not reset
-),
-
+-- Each drive's intervals on its common time base (both counters' increases over one span).
 wa_intervals as (
-    select
-        host_intervals.host,
-        host_intervals.interval_s,
-        media_intervals.media_delta / host_intervals.host_delta as wa,
-    from host_intervals
-    inner join media_intervals using (host, device, ts)
-    where host_intervals.host_delta > 0 and media_intervals.media_delta >= 0
-),
-
-wa_medians as (
-    select
-        host,
-        count(*) as n_samples,
-        median(interval_s) as median_interval_s,
-        median(wa) as median_level,
-    from wa_intervals
-    group by host
+    select * from int_signal_write_amplification()
 ),
 
 wa_noise as (
     select
-        wa_medians.host,
+        host,
         'gc' as family,
         'write_amplification' as signal,
         'ratio' as kind,
-        any_value(wa_medians.n_samples) as n_samples,
-        any_value(wa_medians.median_interval_s) as median_interval_s,
-        any_value(wa_medians.median_level) as median_level,
-        median(abs(wa_intervals.wa - wa_medians.median_level)) as mad_level,
-    from wa_intervals
-    inner join wa_medians using (host)
-    group by wa_medians.host
+        n_samples,
+        median_interval_s,
+        median_level,
+        mad_level,
+    from int_signal_wa_noise('wa_intervals')
 ),
 
 final as (

@@ -3,7 +3,8 @@
 -- Grain: (job_id, step, host, family, signal). Fabric families (pause, xmit_wait, cnp) are
 -- summed over the host's NICs, ports and counters (frames/s, ticks/s); drive and pool signals
 -- stay per signal (media_written_bytes, host_written_bytes, controller_busy_time_min,
--- gc_active, free_blocks_pct, metadata_latency_ms, …), summed over the host's drives.
+-- gc_active, free_blocks_pct, metadata_latency_ms, …), summed over the host's drives; and
+-- write_amplification, a ratio (below).
 -- window level: each sampling interval weighed by the seconds it spends inside the window
 -- (overlap_s of int_window_samples), never requiring a sample inside it (a 2-minute SMART
 -- interval may span the whole checkpoint): counters: the overlap-weighted mean of the
@@ -19,6 +20,12 @@
 -- not null: stg_counter_deltas gives it delta = the new value). Before issue 18 they counted.
 -- Measured: on the 512-node bench day one series has a reset interval (with a rate) and its
 -- median is the same either way; the stall_cases lakes' stalls, causes and scores are too.
+-- write_amplification (family gc, kind ratio): per host, the NAND over the host bytes written
+-- on its drives' common time base (int_signal_write_amplification(): the two tools sample at
+-- their own moments, never paired by an equal ts), over its intervals begun before the end,
+-- each weighed by its share inside the window (as the counters' rates are); baseline_level:
+-- the host's median of it (int_signal_wa_noise(), as int_signal_noise's); level_min / level_max: the
+-- lowest and highest interval ratio.
 -- Host roles: is_rank_node (ran ranks), is_target (received writes: a pool target, or the node
 -- of a local device '<node>:<device>'), is_slow_host (a slow rank of stall_ranks ran or wrote
 -- there).
@@ -154,7 +161,7 @@ per_series as (
     group by all
 ),
 
-per_group as (
+counter_groups as (
     select
         per_series.job_id,
         per_series.step,
@@ -184,6 +191,58 @@ per_group as (
         and per_series.device is not distinct from baselines.device
         and per_series.port is not distinct from baselines.port
     group by all
+),
+
+wa_intervals as (
+    select * from int_signal_write_amplification()
+),
+
+wa_baselines as (
+    select host, median_level,
+    from int_signal_wa_noise('wa_intervals')
+),
+
+wa_in_window as (
+    select *
+    from int_window_samples('stall_hosts', 'wa_intervals')
+    where prev_ts < window_end_ts and outside_s = 0  -- the window itself, not the skew's reach
+),
+
+-- overlap_s / interval_s: the interval's share inside the window; where none overlaps by a
+-- positive time (an interval touching the window's edge), the plain ratio of the increases.
+wa_groups as (
+    select
+        wa_in_window.job_id,
+        wa_in_window.step,
+        wa_in_window.host,
+        'gc' as family,
+        'write_amplification' as signal,
+        'ratio' as kind,
+        count(distinct wa_in_window.device) as n_series,
+        count(*) as n_samples,
+        max(wa_in_window.interval_s) as sample_interval_max_s,
+        coalesce(
+            sum(wa_in_window.media_delta * wa_in_window.overlap_s / wa_in_window.interval_s)
+            / nullif(
+                sum(wa_in_window.host_delta * wa_in_window.overlap_s / wa_in_window.interval_s),
+                0
+            ),
+            sum(wa_in_window.media_delta) / nullif(sum(wa_in_window.host_delta), 0)
+        ) as level,
+        min(wa_in_window.wa) as level_min,
+        max(wa_in_window.wa) as level_max,
+        any_value(wa_baselines.median_level) as baseline_level,
+        false as any_saturated,
+        false as any_reset,
+    from wa_in_window
+    left join wa_baselines on wa_in_window.host = wa_baselines.host
+    group by wa_in_window.job_id, wa_in_window.step, wa_in_window.host
+),
+
+per_group as (
+    select * from counter_groups
+    union all by name
+    select * from wa_groups
 ),
 
 final as (

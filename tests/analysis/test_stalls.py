@@ -179,8 +179,9 @@ def test_pinned_series_are_computed_once_for_both_readers_and_restored(tmp_path:
         assert con.execute(f"select * from stall_signals {order}").fetchall() == signals
         # Both readers read the one table: its rows changed, both see it.
         con.execute("update temp.pinned_int_signal_series set median_x = null")
-        assert con.execute("select count(*) from stall_signals "
-                           "where baseline_level is not null").fetchone() == (0,)
+        # (write amplification's baseline is int_signal_noise's ratio median: not a series')
+        assert con.execute("select count(*) from stall_signals where baseline_level is not null "
+                           "and kind <> 'ratio'").fetchone() == (0,)
         assert con.execute("select count(*) from int_signal_noise where median_level is not null "
                            "and signal <> 'write_amplification'").fetchone() == (0,)
     assert _macro_sql(con) == macros and _view_sql(con) == views
@@ -197,12 +198,15 @@ def test_pinned_samples_are_computed_once_for_every_sample_reader_and_restored(
     queries = {name: f"select * from {name} {order}" for name in
                ("int_signal_samples", "stall_signals", "counter_windows")}
     queries["int_signal_series"] = f"select * from int_signal_series() {order}"
+    queries["int_signal_noise"] = f"select * from int_signal_noise {order}"
     before = {name: con.execute(sql).fetchall() for name, sql in queries.items()}
     assert all(before.values())
     gauge = "kind = 'gauge' and value is not null"
     with pinned_views(con, PINNED_SAMPLES), pinned_views(con, PINNED_SERIES):
         pinned = _macro_sql(con)
         assert "pinned_int_signal_gauge_samples" in pinned["int_signal_gauge_samples"]
+        assert "pinned_int_signal_write_amplification" in pinned[
+            "int_signal_write_amplification"]
         assert "pinned" not in pinned["int_signal_families"]  # a constant list: no pin
         assert {name: con.execute(sql).fetchall() for name, sql in queries.items()} == before
     assert _macro_sql(con) == macros and _view_sql(con) == views

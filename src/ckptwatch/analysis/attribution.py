@@ -137,11 +137,17 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
     out.append(CauseVerdict("fabric_pause", fab_score, fab_support, fab_score, evidence=ev))
 
     # gc: the slow ranks' drives / targets collect garbage: write amplification (OCP media vs
-    # SMART host bytes) or gc_active out of their noise, on the slow ranks' targets only.
+    # SMART host bytes), gc_active, or controller busy time out of their noise, on the slow
+    # ranks' targets only. Busy time counts where it also stands out of the other targets'
+    # (busy_targets_elevated): a drive is busy whenever a rank writes to it, so busy on every
+    # drive of the checkpoint is the checkpoint, not GC.
     wz, gca, sep = f["wa_z_slow"], f["gc_active_slow"], f["wa_separation"]
     gca_z = gca / 0.05  # gc_active is 0 when idle: its noise floor (stalls.NOISE_FLOOR)
-    gc_support = max(wz, gca_z) >= Z_ELEVATED and sep >= SEPARATION_SUPPORT
-    strength = max(_strength(wz), _clip(gca), 0.5 * _strength(f["free_blocks_z_slow"]))
+    busy_z = f["busy_z_slow"] if f.get("busy_targets_elevated") else 0.0
+    gc_support = max(wz, gca_z, busy_z) >= Z_ELEVATED and sep >= SEPARATION_SUPPORT
+    # Busy time says less than the NAND writes do (host writes keep a controller busy too).
+    strength = max(_strength(wz), _clip(gca), 0.5 * _strength(f["free_blocks_z_slow"]),
+                   0.75 * _strength(busy_z))
     concentration = 0.5 + 0.5 * _clip(f["target_purity"])
     gc_score = strength * _clip(sep) * data_side * concentration
     ev = []
@@ -158,12 +164,20 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
     if f["free_blocks_z_slow"] >= Z_ELEVATED:
         ev.append(f"free blocks {f['free_blocks_drop_slow']:.0f} percentage points below their "
                   "median on the slow ranks' drives")
-    if f["busy_z_slow"] >= Z_ELEVATED:
-        ev.append(f"controller busy time {f['busy_z_slow']:.0f} sigma above its own noise")
+    if busy_z >= Z_ELEVATED:
+        times = (f" (x{f['busy_x_others']:.1f} the other targets')"
+                 if f.get("busy_x_others") else "")
+        ev.append(f"controller busy time on {_hosts(f['busy_targets_elevated'])}: "
+                  f"{busy_z:.0f} sigma above its own noise{times}")
+    elif f["busy_z_slow"] >= Z_ELEVATED:
+        against = ("no higher than on the other ranks' targets" if f.get("busy_x_others")
+                   else "with no other ranks' target to compare with")
+        ev.append(f"controller busy time {f['busy_z_slow']:.0f} sigma above its own noise, "
+                  f"{against}: drives are busy whenever ranks write, not a sign of GC alone")
     if f["target_purity"] > 0.5 and f.get("top_target"):
         ev.append(f"slow ranks cluster on target {f['top_target']} "
                   f"(purity {f['target_purity']:.2f})")
-    if max(wz, gca_z) >= Z_ELEVATED and sep < SEPARATION_SUPPORT:
+    if max(wz, gca_z, busy_z) >= Z_ELEVATED and sep < SEPARATION_SUPPORT:
         ev.append("as high on targets the fast ranks use: not specific to the slow ranks")
     out.append(CauseVerdict("gc", gc_score, gc_support, gc_score, evidence=ev))
 

@@ -75,22 +75,26 @@ FEATURE_DOCS = {
     "gc_active_slow": "mean gc_active on the slow ranks' targets during the window (max)",
     "gc_active_contrast": "that minus gc_active on the other targets",
     "wa_z_slow": "write amplification (OCP media vs SMART host bytes written) on the slow ranks' "
-                 "drives over the sampling intervals that overlap the window: robust z-score "
+                 "drives over the intervals of their common time base (the sparser tool's "
+                 "samples, the other interpolated) that overlap the window: robust z-score "
                  "against that drive's own per-interval series, max",
     "wa_separation": "share of the slow ranks writing to targets whose GC evidence (write "
-                     "amplification or gc_active) stands out minus that share of the other "
-                     "ranks",
+                     "amplification, gc_active, or controller busy time above the other "
+                     "targets') stands out minus that share of the other ranks",
     "wa_rise_slow": "write amplification during the window minus its median, on the drive of "
                     "wa_z_slow",
     "free_blocks_z_slow": "free blocks below their median, in robust z, on the slow ranks' "
                           "drives and targets (max)",
-    "busy_z_slow": "controller busy time rate on those drives, robust z (max)",
+    "busy_z_slow": "controller busy time rate on those drives, robust z against its own "
+                   "series (max); GC evidence only where it also stands out of the other "
+                   "targets' busy time (CONTRAST_ONLY)",
     "metadata_latency_z": "pool metadata latency during the window, robust z against each "
                           "target's own series (max over the job's targets)",
     "tier_pool": "1 for a pool-tier checkpoint",
     "has_topology": "1 when the slow ranks' nodes have a known leaf switch",
     "has_fabric": "1 when the slow ranks' nodes have pause / PortXmitWait telemetry",
-    "has_wa": "1 when the slow ranks' drives have both media and host bytes written",
+    "has_wa": "1 when the slow ranks' drives have a write amplification in the window (media "
+              "and host bytes written on a common time base)",
     "has_pool": "1 when the job's targets have pool telemetry (gc_active, metadata latency)",
 }
 
@@ -108,7 +112,16 @@ NOISE_FLOOR: dict[str, tuple[float, float]] = {
 CONTRAST_FLOOR: dict[str, tuple[float, float]] = {
     "pause": (1.0, 0.25), "xmit_wait": (1000.0, 0.25), "gc_active": (0.05, 0.0),
     "write_amplification": (0.02, 0.0),
+    # busy minutes per second: a tenth of the controller's time (5 sigma: half its time more
+    # than the other drives), so the counter's whole-minute steps stand out of nothing
+    "controller_busy_time_min": (1.0 / 600.0, 0.25),
 }
+#: Signals that stand out only against the other hosts in the same window, never by their own
+#: noise alone: a drive's busy time grows with the checkpoint's own writes, so every drive
+#: being written to is far above its idle median; only a drive busier than the drives of the
+#: checkpoint's other ranks, doing the same work, points to GC. Without such hosts it says
+#: nothing.
+CONTRAST_ONLY = frozenset({"controller_busy_time_min"})
 #: A window level at least this many robust standard deviations above its series' median
 #: stands out of that series' noise ("elevated"); 5 sigma: rare by chance over a day of samples.
 Z_ELEVATED = 5.0
@@ -162,34 +175,39 @@ def _with_noise(signals: pl.DataFrame, noise: pl.DataFrame | None) -> pl.DataFra
                                    pl.col("signal")).alias("z"))
 
 
-def _wa_by_host(tgt: pl.DataFrame, noise: pl.DataFrame | None) -> pl.DataFrame:
-    """Per target host: write amplification over the window's sampling intervals (media / host
-    bytes written), its series' median and MAD, and its robust z."""
-    media = tgt.filter(pl.col("signal") == "media_written_bytes").select(
-        "host", pl.col("level").alias("media"))
-    host_w = tgt.filter(pl.col("signal") == "host_written_bytes").select(
-        "host", pl.col("level").alias("written"), pl.col("sample_interval_max_s"))
-    wa = media.join(host_w, on="host").filter(pl.col("written") > 0).with_columns(
-        (pl.col("media") / pl.col("written")).alias("wa"))
-    if noise is not None and noise.height:
-        nz = noise.filter(pl.col("signal") == "write_amplification").select(
-            "host", "median_level", "mad_level")
-        wa = wa.join(nz, on="host", how="left")
-    else:
-        wa = wa.with_columns(pl.lit(None, pl.Float64).alias("median_level"),
-                             pl.lit(None, pl.Float64).alias("mad_level"))
-    return wa.with_columns(robust_z(pl.col("wa"), pl.col("median_level"), pl.col("mad_level"),
-                                    pl.lit("write_amplification")).alias("z"))
+def _wa_by_host(tgt: pl.DataFrame) -> pl.DataFrame:
+    """Per target host: write amplification in the window (``stall_signals``' ratio row:
+    media over host bytes on the drives' common time base), its series' median and MAD
+    (``int_signal_noise``, joined by ``_with_noise``), and its robust z."""
+    return tgt.filter((pl.col("signal") == "write_amplification")
+                      & pl.col("level").is_not_null()).select(
+        "host", pl.col("level").alias("wa"), "median_level", "mad_level", "z",
+        "sample_interval_max_s")
+
+
+def _busy_x_others(busy: pl.DataFrame, slow: set[str]) -> float | None:
+    """The slow targets' highest busy-time rate over the other targets' median (None without
+    both)."""
+    levels = busy.filter(pl.col("level").is_not_null())
+    top = levels.filter(pl.col("host").is_in(list(slow)))["level"]
+    rest = levels.filter(~pl.col("host").is_in(list(slow)))["level"]
+    if not top.len() or not rest.len():
+        return None
+    med = float(rest.median())  # type: ignore[arg-type]
+    return float(top.max()) / med if med > 0 else None  # type: ignore[arg-type]
 
 
 def _standing_out(df: pl.DataFrame, slow: set[str]) -> dict[str, bool]:
     """Per host of ``df`` (rows: host, signal, level, z): does one of its series stand out
     both of its own noise (z at least ``Z_ELEVATED``) and of the same signal's levels on the
     other (fast) hosts in the same window (as many robust deviations of those, at least the
-    signal's ``CONTRAST_FLOOR``)? Without fast hosts, its own noise decides."""
+    signal's ``CONTRAST_FLOOR``)? Without fast hosts, its own noise decides (for a signal of
+    ``CONTRAST_ONLY``, nothing stands out then)."""
     out: dict[str, bool] = {}
     for (signal,), g in df.group_by("signal"):
         fast = g.filter(~pl.col("host").is_in(list(slow)))["level"].drop_nulls().drop_nans()
+        if not fast.len() and signal in CONTRAST_ONLY:
+            continue
         a, r = CONTRAST_FLOOR.get(str(signal), (0.0, 0.25))
         med = float(fast.median()) if fast.len() else 0.0  # type: ignore[arg-type]
         mad = float((fast - med).abs().median()) if fast.len() else 0.0  # type: ignore[arg-type]
@@ -238,8 +256,11 @@ PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
 #: one ``lag()`` per series; ~1 M rows of a 512-node day). The catalog's signal names
 #: (``int_signal_families()``) need no pin: a constant list found when the views are built
 #: (int_signal_counters.sql). Before ``PINNED_SERIES`` (which reads it), and only when there
-#: are stalls to attribute.
-PINNED_SAMPLES: tuple[str, ...] = ("int_signal_gauge_samples",)
+#: are stalls to attribute. With them, each drive's write amplification on its common time
+#: base (``int_signal_write_amplification()``, read by ``int_signal_noise`` and
+#: ``stall_signals``: one pass over the two SMART byte counters, a row per interval of the
+#: sparser one).
+PINNED_SAMPLES: tuple[str, ...] = ("int_signal_gauge_samples", "int_signal_write_amplification")
 
 
 def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
@@ -434,13 +455,19 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
     # against its own per-interval noise, and gc_active where the pool reports it.
     tgt = sig.filter(pl.col("is_target"))
     in_slow = pl.col("host").is_in(list(slow_targets))
-    wa = _wa_by_host(tgt, noise)
+    wa = _wa_by_host(tgt)
     wa_slow = wa.filter(in_slow).sort("z", descending=True)
     gca = tgt.filter(pl.col("signal") == "gc_active")
+    busy_all = tgt.filter(pl.col("signal") == "controller_busy_time_min")
+    # Busy time counts as GC evidence only where it stands out of the other targets' too
+    # (CONTRAST_ONLY): busy because every rank writes is no GC.
+    busy_out = _standing_out(busy_all.select("host", "signal", "level", "z"), slow_targets)
     gc_out = _standing_out(pl.concat([
         wa.select("host", pl.lit("write_amplification").alias("signal"),
                   pl.col("wa").alias("level"), "z"),
         gca.select("host", "signal", "level", "z")]), slow_targets)
+    gc_out = {h: gc_out.get(h, False) or busy_out.get(h, False)
+              for h in gc_out.keys() | busy_out.keys()}
     gc_slow = _max(gca.filter(in_slow), "level", 0.0)
     gc_other = _max(gca.filter(~in_slow), "level", 0.0)
     wa_best: dict[str, Any] = {}
@@ -452,7 +479,7 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
         (-robust_z(pl.col("level_min"), pl.col("median_level"), pl.col("mad_level"),
                    pl.col("signal"))).alias("drop_z"),
         (pl.col("median_level") - pl.col("level_min")).alias("drop"))
-    busy = tgt.filter((pl.col("signal") == "controller_busy_time_min") & in_slow)
+    busy = busy_all.filter(in_slow)
     md = sig.filter((pl.col("signal") == "metadata_latency_ms") & pl.col("is_target"))
     top_md = md.sort("z", descending=True).head(1)
     tier = ranks["tier"][0] if ranks.height else None
@@ -490,6 +517,11 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
         "free_blocks_z_slow": _max(fb, "drop_z", 0.0),
         "free_blocks_drop_slow": _max(fb, "drop", 0.0),
         "busy_z_slow": _max(busy, "z", 0.0),
+        "busy_targets_elevated": sorted(h for h, v in busy_out.items()
+                                        if v and h in slow_targets),
+        "busy_others_elevated": sorted(h for h, v in busy_out.items()
+                                       if v and h not in slow_targets),
+        "busy_x_others": _busy_x_others(busy_all, slow_targets),
         "metadata_latency_z": _max(md, "z", 0.0),
         "metadata_latency_ms": _max(top_md, "level", 0.0),
         "metadata_latency_base_ms": _max(top_md, "median_level", 0.0),
