@@ -97,6 +97,7 @@ SLOW_FIRST = (
     "tests/flows/test_local_prefect.py",
     "tests/sql/test_marts.py",
     "tests/analysis/test_stalls.py",
+    "tests/simulate/test_sampling_property.py",
     "tests/report/test_names.py",
     "tests/flows/test_dask.py",
     "tests/live/test_watch_e2e.py",  # real time (a 45 s timeout), little CPU
