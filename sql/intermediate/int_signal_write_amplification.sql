@@ -12,9 +12,13 @@
 -- at most its own short interval's share of a burst. Two tools run seconds apart: nearly exact.
 -- Two tools at one cadence but far apart in phase smear a burst over the neighbouring intervals
 -- (each series has only its own samples to say when bytes were written).
+-- At the series' ends the other counter may have a reading on one side of an instant only (the
+-- day's first smartctl run seconds before the first OCP log): the instant then moves to that
+-- reading when it lies inside the sparser counter's neighbouring interval, whose two readings
+-- give the sparser counter's value there (interpolated, as the other's are). Without this a
+-- stall inside a drive's first interval had no ratio. Nothing is extrapolated.
 -- An interval is left out when either counter restarted (reset, stg_counter_deltas) between the
--- readings it rests on, or when the other counter has no reading on one side of an instant (no
--- extrapolation). Deltas are never negative (the raw values rise between resets). wa: media
+-- readings it rests on. Deltas are never negative (the raw values rise between resets). wa: media
 -- over host bytes (null when no host bytes were written).
 -- Read by int_signal_noise (each host's median and MAD of wa) and stall_signals (the ratio over
 -- a stall's window): a macro, so that ckptwatch.analysis.stalls pins it once per attribution
@@ -63,8 +67,18 @@ sided as (
     inner join drives using (drive_id)
 ),
 
+-- The sparser counter's readings with their neighbours (an instant at the series' ends moves
+-- inside the neighbouring interval).
 base as (
-    select * from sided where is_base
+    select
+        *,
+        lag(ts_us) over drive as prev_base_ts_us,
+        lag(value) over drive as prev_base_value,
+        lead(ts_us) over drive as next_base_ts_us,
+        lead(value) over drive as next_base_value,
+    from sided
+    where is_base
+    window drive as (partition by drive_id order by ts_us)
 ),
 
 other as (
@@ -76,7 +90,7 @@ other_resets as (
 ),
 
 -- Each instant with the other counter's last reading at or before it and first at or after it
--- (as-of joins: an instant without both, at a series' ends, is no instant).
+-- (as-of joins; at a series' ends one of them may be missing).
 bracketed as (
     select
         base.drive_id,
@@ -87,28 +101,87 @@ bracketed as (
         base.ts_us,
         base.value,
         base.reset,
+        base.prev_base_ts_us,
+        base.prev_base_value,
+        base.next_base_ts_us,
+        base.next_base_value,
         before.ts_us as before_ts_us,
         before.value as before_value,
         after.ts_us as after_ts_us,
         after.value as after_value,
     from base
-    asof join other as before
+    asof left join other as before
         on base.drive_id = before.drive_id
         and base.ts_us >= before.ts_us
-    asof join other as after
+    asof left join other as after
         on base.drive_id = after.drive_id
         and base.ts_us <= after.ts_us
+),
+
+-- The instants and the other counter's readings each rests on: inside both series, the
+-- sparser counter's reading and the other's on both sides; at the start, the other's first
+-- reading when it comes before the sparser counter's second (the sparser one interpolated
+-- there); at the end, likewise the other's last reading after the sparser one's last but one.
+rested as (
+    select
+        drive_id,
+        host,
+        device,
+        is_media,
+        ts,
+        ts_us as reading_ts_us,
+        case
+            when before_ts_us is null then after_ts_us
+            when after_ts_us is null then before_ts_us
+            else ts_us
+        end as instant_us,
+        case
+            when before_ts_us is null then value + (next_base_value - value)
+                * (after_ts_us - ts_us) / (next_base_ts_us - ts_us)
+            when after_ts_us is null then prev_base_value + (value - prev_base_value)
+                * (before_ts_us - prev_base_ts_us) / (ts_us - prev_base_ts_us)
+            else value
+        end as value,
+        reset,
+        coalesce(before_ts_us, after_ts_us) as before_ts_us,
+        coalesce(before_value, after_value) as before_value,
+        coalesce(after_ts_us, before_ts_us) as after_ts_us,
+        coalesce(after_value, before_value) as after_value,
+    from bracketed
+    where
+        (before_ts_us is not null and after_ts_us is not null)
+        or (before_ts_us is null and after_ts_us is not null
+            and after_ts_us < next_base_ts_us)
+        or (after_ts_us is null and before_ts_us is not null
+            and before_ts_us > prev_base_ts_us)
+),
+
+placed as (
+    select
+        drive_id,
+        host,
+        device,
+        is_media,
+        ts + to_microseconds(instant_us - reading_ts_us) as ts,
+        instant_us as ts_us,
+        value,
+        reset,
+        before_ts_us,
+        before_value,
+        after_ts_us,
+        after_value,
+    from rested
 ),
 
 -- The other counter's last restart up to the reading after the instant.
 with_restarts as (
     select
-        bracketed.*,
+        placed.*,
         other_resets.ts_us as other_reset_ts_us,
-    from bracketed
+    from placed
     asof left join other_resets
-        on bracketed.drive_id = other_resets.drive_id
-        and bracketed.after_ts_us >= other_resets.ts_us
+        on placed.drive_id = other_resets.drive_id
+        and placed.after_ts_us >= other_resets.ts_us
 ),
 
 instants as (

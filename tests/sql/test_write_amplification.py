@@ -85,10 +85,11 @@ def test_tools_run_seconds_apart_meet_on_common_instants(tmp_path: Path) -> None
     # the ratio paired equal timestamps: no interval, no write amplification, no noise.
     host_times = times(60, offset=3.0)
     out = intervals(tmp_path, drive_rows(host_times, times(60, offset=4.2)))
-    # The first instant has no OCP reading before it, the second no interval before it.
-    assert len(out) == len(host_times) - 2
+    # The first instant has no OCP reading before it: it moves to the OCP log's first reading
+    # (1.2 s later, smartctl's bytes interpolated there), so the first interval is 58.8 s.
+    assert len(out) == len(host_times) - 1
     assert all(r["wa"] == pytest.approx(1.07, rel=1e-6) for r in out)
-    assert {r["interval_s"] for r in out} == {60.0}
+    assert {round(r["interval_s"], 6) for r in out} == {60.0, 58.8}
     assert {r["ts"].second for r in out} == {3}  # the host bytes' instants (a tie: the host's)
     n = noise(tmp_path)
     assert n["median_level"] == pytest.approx(1.07, rel=1e-6)
@@ -175,3 +176,19 @@ def test_any_cadences_and_moments_give_the_true_ratio(
     out = intervals(tmp_path_factory.mktemp("wa"), rows)
     assert len(out) >= HOURS * 3600 // max(host_every, media_every) - 3
     assert all(r["wa"] == pytest.approx(true_wa, rel=1e-6) for r in out)
+
+
+def test_a_burst_inside_the_first_interval_has_its_ratio(tmp_path: Path) -> None:
+    # Both tools every 1046 s, the OCP log 12 s after smartctl: the first smartctl reading has
+    # no OCP reading before it. GC (write amplification 1.6) runs inside that first interval:
+    # the interval still has its ratio (the instant moves to the OCP log's first reading).
+    host_times = times(1046, offset=73.0)
+    media_times = times(1046, offset=85.0)
+    out = intervals(tmp_path, drive_rows(host_times, media_times,
+                                         wa=lambda t: 1.6 if 180 <= t < 660 else 1.05))
+    first = out[0]
+    assert first["prev_ts"] == at(85.0) and first["ts"] == at(host_times[1])
+    # 480 s of 1.6 and the rest of the 1034 s interval at 1.05: the interval's true ratio, but
+    # for the OCP log's 12 s past smartctl's closing reading (interpolated at the mean rate)
+    assert first["wa"] == pytest.approx((480 * 1.6 + (1034 - 480) * 1.05) / 1034, rel=5e-3)
+    assert all(r["wa"] == pytest.approx(1.05, rel=5e-3) for r in out[1:])
