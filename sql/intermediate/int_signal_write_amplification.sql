@@ -15,17 +15,16 @@
 -- At the series' ends the other counter may have a reading on one side of an instant only (the
 -- day's first smartctl run seconds before the first OCP log): the instant then moves to that
 -- reading when it lies inside the sparser counter's neighbouring interval, whose two readings
--- give the sparser counter's value there (interpolated, as the other's are). Without this a
--- stall inside a drive's first interval had no ratio. Nothing is extrapolated.
+-- give the sparser counter's value there (interpolated, as the other's are), so that a stall
+-- inside a drive's first interval has its ratio. Nothing is extrapolated.
 -- An interval is left out when either counter restarted (reset, stg_counter_deltas) between the
 -- readings it rests on. Deltas are never negative (the raw values rise between resets). wa: media
 -- over host bytes (null when no host bytes were written).
 -- Read by int_signal_noise (each host's median and MAD of wa) and stall_signals (the ratio over
 -- a stall's window): a macro, so that ckptwatch.analysis.stalls pins it once per attribution
--- call (PINNED_SAMPLES). Two as-of joins and one lag() over the instants. Measured on 2.6 M
--- SMART samples (2,700 drives, a 512-node day's): 2.3-2.8 s against 0.5-0.6 s for the equal-ts
--- hash join it replaces (which paired nothing when the tools ran apart), and 7.6-9.3 s for one
--- window pass with first_value / last_value over range frames (loaded 2-core machine).
+-- call (PINNED_SAMPLES). As-of joins rather than one window pass with first_value /
+-- last_value over range frames: range frames over the interleaved series cost several times
+-- more on a 512-node day's SMART samples.
 create or replace macro int_signal_write_amplification() as table
 with
 samples as (

@@ -46,7 +46,7 @@ def _supported(stall: dict[str, Any]) -> list[str]:
 def test_a_local_drive_gc_with_the_ocp_log_seconds_after_smartctl_and_denser_is_gc(
         tmp_path: Path) -> None:
     # smartctl every 300 s, the OCP log every 30 s from 1.2 s after it: no equal timestamp.
-    # Before issue 43 write amplification had no noise here (wa_z 0, separation 0).
+    # An equal-timestamp pairing finds no interval here: no noise, wa_z 0, separation 0.
     stall = _stall(build(tmp_path / "lake", Case(stall="gc", local=True, busy=True,
                                                  smart_every_s=300, ocp_every_s=30,
                                                  ocp_offset_s=1.2)))

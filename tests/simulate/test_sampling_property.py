@@ -7,8 +7,9 @@ at another phase; ``SimulationConfig.sample_shift``), or with one host's clock o
 (``host_clock``: the values of the true instants, stamped off). No stall may change its top
 cause. Hypothesis draws the case and its size; every case's extreme is always tried.
 
-Without the cross-series time base (issue 43 item 1) this fails on the OCP log moved apart
-from the health log: the three node-local GC stalls become ``unknown``.
+Write amplification pairs the OCP log with the health log on common instants
+(int_signal_write_amplification): an equal-timestamp pairing fails this on the OCP log moved
+apart from the health log (the three node-local GC stalls become ``unknown``).
 """
 
 from __future__ import annotations

@@ -81,8 +81,8 @@ def noise(root: Path) -> dict[str, Any]:
 
 
 def test_tools_run_seconds_apart_meet_on_common_instants(tmp_path: Path) -> None:
-    # smartctl every 60 s, the OCP log 1.2 s after it: no timestamp is shared. Before issue 43
-    # the ratio paired equal timestamps: no interval, no write amplification, no noise.
+    # smartctl every 60 s, the OCP log 1.2 s after it: no timestamp is shared, so a
+    # pairing by equal timestamps would find no interval, no write amplification, no noise.
     host_times = times(60, offset=3.0)
     out = intervals(tmp_path, drive_rows(host_times, times(60, offset=4.2)))
     # The first instant has no OCP reading before it: it moves to the OCP log's first reading
