@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ckptwatch.alerts.names import INFLIGHT_ALERT
 from ckptwatch.cli.main import main
 from ckptwatch.collect.recorder import dumps_record, iso_time
@@ -98,3 +100,30 @@ def test_a_nine_day_old_checkpoint_is_history(tmp_path: Path) -> None:
     assert 'job_id="old"' not in metrics
     state = json.loads((tmp_path / "b-lake" / "_state" / "watch.json").read_text())
     assert state["tracker"]["tracked"] == [] and state["live"] == []
+
+
+def test_a_round_no_sink_took_is_never_logged_as_sent_and_fails_the_scan(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = _raw(tmp_path / "raw", "stuck", 759.0)
+    (tmp_path / "blocked").mkdir()  # a directory where the JSON Lines file should be
+    config = tmp_path / "c.toml"
+    config.write_text(f'[sinks]\nstdout = false\njsonl = "{tmp_path / "blocked"}"\n')
+    assert main(["watch", str(raw), "--lake", str(tmp_path / "lake"), "--config", str(config),
+                 "--once", "--no-evidence"]) == 1
+    err = capsys.readouterr().err
+    assert "alerts: 1 alert(s) due: 0 of 1 delivered to jsonl" in err
+    assert "sent" not in err
+
+
+def test_alerts_that_could_not_be_evaluated_fail_the_scan(tmp_path: Path) -> None:
+    from ckptwatch.alerts.state import state_lock
+
+    raw = _raw(tmp_path / "raw", "stuck", 759.0)
+    config = tmp_path / "c.toml"
+    config.write_text(f'[sinks]\nstdout = false\njsonl = "{tmp_path / "a.jsonl"}"\n')
+    lake = tmp_path / "lake"
+    assert main(["watch", str(raw), "--lake", str(lake), "--config", str(config), "--once",
+                 "--no-evidence", "--quiet"]) == 0
+    with state_lock(lake, 1.0):  # another evaluation holds the alert state past the interval
+        assert main(["watch", str(raw), "--lake", str(lake), "--config", str(config),
+                     "--once", "--no-evidence", "--quiet", "--interval", "0.5"]) == 1

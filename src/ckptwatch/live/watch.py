@@ -115,6 +115,9 @@ class ScanReport:
     completed: list[Completed] = field(default_factory=list)
     inflight: dict[tuple[str, str], InFlight] = field(default_factory=dict)
     alerts: AlertRun | None = None
+    #: Why the alerts could not be evaluated this scan (the alert state's lock held too long,
+    #: ...): a failure of the scan, as a sink's is.
+    alerts_error: str | None = None
     bytes_read: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -252,7 +255,7 @@ class Watcher:
         while True:
             began = time.monotonic()
             report = self.scan()
-            if report.alerts is not None and report.alerts.failures:
+            if report.alerts_error or (report.alerts is not None and report.alerts.failures):
                 failures += 1
             if once or stop.is_set():
                 break
@@ -560,12 +563,16 @@ class Watcher:
                               self.sinks, now=now, inflight=report.inflight,
                               lock_wait_s=self.options.interval_s)
         except CkptwatchError as exc:
+            report.alerts_error = str(exc)
             log.warning("alerts not evaluated this scan: %s", escape_controls(str(exc)))
             return None
         for failure in run.failures:
             log.warning("%s (kept for the next scan)", escape_controls(str(failure)))
-        for alert in run.alerts:
-            log.info("sent %s %s", alert["status"],
+        for alert in run.alerts:  # "sent" only in the round's line, where every sink took it
+            log.info("%s: %s", alert["status"],
                      escape_controls(alert["annotations"].get("summary", "")))
+        if run.alerts:
+            (log.warning if run.failures else log.info)("alerts: %s",
+                                                        run.summary(" alert(s)"))
         return run
 
