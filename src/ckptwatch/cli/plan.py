@@ -133,12 +133,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def build_inputs(args: argparse.Namespace) -> tuple[PlanInputs, LakeMeasurement | None]:
-    """(PlanInputs, LakeMeasurement | None) from defaults, config, failures, lake and flags."""
-    inputs, measurement, _, _ = _build(args)
-    return inputs, measurement
-
-
 def _build(args: argparse.Namespace) -> tuple[PlanInputs, LakeMeasurement | None,
                                               FailureEstimate | None, bool]:
     """Inputs, measurement, failure estimate, and whether any price was given."""

@@ -839,8 +839,3 @@ def evaluate(inputs: PlanInputs,
     order by default)."""
     inputs.validate()
     return tuple(evaluate_strategy(name, inputs) for name in strategies)
-
-
-def best_strategy(results: Sequence[StrategyResult]) -> str:
-    """Name of the strategy with the smallest overhead (ties: the earlier in STRATEGIES)."""
-    return min(results, key=lambda r: r.overhead_fraction).name

@@ -37,17 +37,3 @@ def slow_hosts(con: duckdb.DuckDBPyConnection, job: str | None = None, *,
             job_id,
             node
     """, {"job": job, "all": include_all})
-
-
-def describe_slow_host(row: dict[str, object]) -> str:
-    """One line for a person: ``node17 (job j1): among the slowest in 10 of 10 checkpoints,
-    median +6.1 % (+2.84 s) over the checkpoint's median, p = 0.001``."""
-    pct = row.get("median_excess_pct")
-    pct_text = f"{float(pct):+.1f} %" if isinstance(pct, int | float) else "n/a"
-    excess_s = row.get("median_excess_s")
-    s_text = f"{float(excess_s):+.2f} s" if isinstance(excess_s, int | float) else "n/a"
-    p_value = row.get("p_value")
-    p_text = f"{float(p_value):.2g}" if isinstance(p_value, int | float) else "n/a"
-    return (f"{row['node']} (job {row['job_id']}): among the slowest in {row['n_slowest']} of "
-            f"{row['n_checkpoints']} checkpoints, median {pct_text} ({s_text}) over the "
-            f"checkpoint's median, above it in {row['n_above_median']}; p = {p_text}")

@@ -70,11 +70,6 @@ class SimulationSummary:
     incidents: dict[str, int] = field(default_factory=dict)
     stalls: int = 0
 
-    @property
-    def total_rows(self) -> int:
-        """Rows (records, lines) over all files."""
-        return sum(self.files.values())
-
     def format(self) -> str:
         """A short human summary: files and rows per directory, incidents, stalls."""
         groups: dict[str, list[int]] = {}

@@ -201,11 +201,6 @@ class Parsed:
         if frame.height:
             self.frames.setdefault(table, []).append(frame)
 
-    def add_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
-        """Append row dicts for ``table``."""
-        if rows:
-            self.add(table, pl.DataFrame(rows, infer_schema_length=None))
-
     def extend(self, other: Parsed) -> None:
         """Merge another result into this one."""
         for table, frames in other.frames.items():
