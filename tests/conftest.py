@@ -211,6 +211,17 @@ def _drain_prefect_workers() -> None:
     run_coro_as_sync(drain())
 
 
+@pytest.fixture(scope="session")
+def sample_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """data/sample ingested into a fresh lake, once a session (what `make demo` ingests; the
+    docs' examples and their outputs are checked against it)."""
+    from ckptwatch.ingest.run import ingest
+
+    lake = tmp_path_factory.mktemp("sample") / "lake"
+    ingest(PROJECT_ROOT / "data" / "sample", lake)
+    return lake
+
+
 ALERT_T0 = datetime(2026, 11, 28, tzinfo=UTC)
 
 
