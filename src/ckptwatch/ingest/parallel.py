@@ -45,9 +45,8 @@ from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 #: The environment variable of the number of parse workers (``auto`` or a positive integer).
 WORKERS_ENV = "CKPTWATCH_INGEST_WORKERS"
 #: Bytes of files beside a run's largest from which ``auto`` starts workers. Two workers cost ~2.4
-#: CPU s to start (imports); below this they can lose: a 78 MB run of node_exporter scrapes
-#: took 2.4 s with them, a 72 MB run of perfquery text 4.6 s (5.6 s without); the 291 MB
-#: mixed day and the 1.5 GB 512-node day gain (docs/scale.md, "fifth round").
+#: CPU s to start (imports); below this their start costs about what they save (a run of
+#: 70-80 MB of tool text parses within ~1 s either way), and larger runs gain.
 PARALLEL_BYTES = 128 * 2**20
 #: Most workers ``auto`` starts (the calling process loads and writes beside them).
 MAX_AUTO_WORKERS = 4
@@ -86,10 +85,9 @@ def workers_for(files: Iterable[RawFile], asked: int | None) -> int:
     """Parse workers for a run over ``files``: ``asked``, or (``auto``) up to
     ``MAX_AUTO_WORKERS`` of the usable CPUs when the files beside the largest hold
     ``PARALLEL_BYTES`` or more, else 1 (parse in this process). A file is parsed by one process
-    (a large one chunk after chunk), so only the rest can go beside it: a run of one 360 MB
-    checkpoint file and an 80 MB one took 11.1-12.0 s with two workers (15.7-16.6 CPU s: their
-    start, the frames sent back) and 9.0-9.3 s without (11.5-11.8 CPU s); the 512-node day's
-    1.5 GB of many files gains from them (docs/scale.md, "ninth round")."""
+    (a large one chunk after chunk), so only the rest can go beside it: with one large file and
+    a small one, workers cost more (their start, the frames sent back) than they save (a 360 MB
+    checkpoint file and an 80 MB one: ~25 % slower with two), while many files gain."""
     if asked is not None:
         return asked
     cpus = usable_cpus()
@@ -147,8 +145,8 @@ def _main_left_behind() -> Iterator[None]:
 #: which polars sets on import to its own choice (``POLARS_ALLOCATOR``, the user's value
 #: appended: later options win), and what a worker gets unless the user set one: freed pages
 #: kept 10 s for the next file's frames, where polars returns them after 0.5 s and faults them
-#: in again. On the 512-node day's ingest: 2.7 M -> 1.6 M page faults, 11.7 -> 7.1 s of system
-#: time (of ~56 CPU s), for ~200 MB more peak RSS (docs/scale.md, "seventh round").
+#: in again: on a large ingest that saves ~40 % of the page faults and of the system time, for
+#: ~200 MB more peak RSS.
 ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
 POLARS_ALLOCATOR = "dirty_decay_ms:500,muzzy_decay_ms:1000"
 WORKER_ALLOCATOR = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
