@@ -30,12 +30,9 @@
 -- their first shared bucket (the greater of the two first buckets, which lies in both ranges
 -- wherever they touch). Before the join, only the samples near a window go on (near_samples:
 -- one look-up of (host, bucket of ts) in the windows' buckets; long intervals all go on): the
--- stalls' windows are tiny against a day. Until issue 18's ninth round every sample was
--- unnested over the buckets of its interval, and a short interval over two buckets met the
--- window in the first shared one. Measured on the 512-node bench day (bench/attribution.py
--- --stages history --explain, two runs each, side by side, with counter_windows' narrower
--- group key): counter_windows' history of every checkpoint's window 21.2 / 17.9 -> 18.4 / 16.5
--- operator CPU s (the unnest 1.36 -> 0.60 s: 22.8 -> 20.1 M rows).
+-- stalls' windows are tiny against a day. Short intervals are not unnested: unnesting every
+-- interval over the buckets it spans would feed the join a row per bucket crossed, for the
+-- same pairs.
 create or replace macro int_window_samples(window_relation, sample_relation) as table
 with
 window_rows as (

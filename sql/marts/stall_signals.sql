@@ -17,9 +17,9 @@
 -- (int_signal_noise.sql), the one per-series pass int_signal_noise reads too. A counter's
 -- reset intervals are left out of it, as int_signal_noise leaves them out (a reset interval's
 -- rate is the restarted counter's value over the interval, not the series' rate; its rate is
--- not null: stg_counter_deltas gives it delta = the new value). Before issue 18 they counted.
--- Measured: on the 512-node bench day one series has a reset interval (with a rate) and its
--- median is the same either way; the stall_cases lakes' stalls, causes and scores are too.
+-- not null: stg_counter_deltas gives it delta = the new value). A reset is rare (one interval
+-- of one series on a 512-node day), so leaving it out moves no median; it keeps the two
+-- baselines one definition.
 -- write_amplification (family gc, kind ratio): per host, the NAND over the host bytes written
 -- on its drives' common time base (int_signal_write_amplification(): the two tools sample at
 -- their own moments, never paired by an equal ts), over its intervals begun before the end,
