@@ -192,8 +192,8 @@ def local_server(server: _Server | None) -> Iterator[None]:
 
     Flow-run heartbeats are off against this server: they let a server that outlives a run
     mark it crashed when they stop, and this one stops with the command. Each flow run's end
-    otherwise waits up to a second for its heartbeat thread to wake (1.5 s of the 2.4 s a
-    flow with a subflow and two tasks took here; 0.85 s without)."""
+    otherwise waits up to a second for its heartbeat thread to wake: more than half of a small
+    flow's run (a subflow and two tasks)."""
     one_line_failures()
     if server is None:
         yield

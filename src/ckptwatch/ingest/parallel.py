@@ -222,9 +222,9 @@ KEEP_SEGMENTS = 4
 
 class _Segments:
     """Shared-memory segments that carry the groups' bytes to the workers, reused group after
-    group: the bytes are copied in here and out in the worker (~1.3 CPU s for 3.5 GB, where
-    pickling them through the pool's pipe took 7.6: its send, its reading and copying on the
-    other side; a new segment each time costs its page faults, 3.9). A segment is reserved
+    group: the bytes are copied in here and out in the worker (~1.3 CPU s for 3.5 GB, a sixth
+    of pickling them through the pool's pipe: its send, its reading and copying on the other
+    side; a new segment each time costs three times that in page faults). A segment is reserved
     whole when made (``posix_fallocate``): a full ``/dev/shm`` (a container's 64 MB) is an
     ``OSError`` here, and the group goes through the pipe, instead of a ``SIGBUS`` on writing.
     The segments are unlinked by ``close`` (or, the run killed, by multiprocessing's resource

@@ -147,8 +147,8 @@ def lake_context(lake_root: str, days: tuple[date, date], alerts: AlertSettings
 
 
 #: Bytes of JSON Lines parsed at once: the loaders' fixed cost is ~40 ms a call, so a
-#: checkpoint's finish burst over 512 node files parsed file by file took 20 s a scan; 8 MiB
-#: batches peaked at 319 MB while catching up a 40 MB backlog.
+#: checkpoint's finish burst over 512 node files, parsed file by file, would cost ~20 s a scan;
+#: larger batches cost memory while catching up a backlog (8 MiB: ~320 MB for 40 MB behind).
 BATCH_BYTES = 2 << 20
 
 
