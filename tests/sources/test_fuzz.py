@@ -96,6 +96,7 @@ def _seeds() -> dict[str, list[Any]]:
                                  / "infiniband")
     sysfs_text = "\n".join(f"/sys/class/infiniband/{k}:{v}" for k, v in
                            list(sysfs_tree.items())[:40])
+    pool = REAL / "pool_telemetry"
     return {
         "smartctl": [json.loads(_text(p)) for p in sorted(
             (REAL / "smartctl_json_nvme").rglob("*.json"))][:4] + [render_smartctl_json(
@@ -110,6 +111,14 @@ def _seeds() -> dict[str, list[Any]]:
         "ethtool": [_text(p) for p in sorted((REAL / "ethtool").rglob("*.txt"))][:3],
         "prometheus": [_text(p) for p in sorted(
             (REAL / "prometheus_exposition").glob("*.prom"))],
+        "daos-metrics": [_text(p) for p in sorted((pool / "daos").glob("*.txt"))
+                         if "dmg_pool_query" not in p.name],
+        "dmg-pool-query": [_text(pool / "daos" / "telemetry_guide_dmg_pool_query.txt")],
+        "spdk-iostat": [json.loads(_text(p)) for p in (pool / "spdk").glob("bdev_*.json")],
+        "spdk-nvmf-stats": [json.loads(_text(p)) for p in (pool / "spdk").glob("nvmf_*.json")],
+        "mmpmon": [_text(pool / "gpfs_exporter" / "mmpmon_fs_io_s_stdout.txt")],
+        "mmlsqos": [_text(pool / "gpfs_exporter" / "mmlsqos_stats_stdout.txt")],
+        "mmdiag-waiters": [_text(pool / "gpfs_exporter" / "mmdiag_waiters_stdout.txt")],
     }
 
 

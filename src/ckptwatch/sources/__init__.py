@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-_NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv"}
+_NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv", "pool_common"}
 
 
 def load_all() -> None:

@@ -15,7 +15,7 @@ import functools
 import math
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +44,11 @@ from ckptwatch.sources.base import (
 )
 
 PROVENANCE_NAMES = {f.name for f in PROVENANCE}
+#: A key a ``ToolParser``'s result may hold beside its tables: the records of one output that
+#: cannot be read while the rest of it can (a malformed line of ``mmdiag --waiters``), each
+#: ``{"reason", "raw"}``. Each is quarantined with its reason (and the envelope's line); the
+#: output's rows are kept.
+LINE_REJECTS = "__rejects"
 #: The envelope's own keys (docs/formats.md, "How tool output reaches ckptwatch"); any other
 #: key is reported in a note.
 ENVELOPE_KEYS = {"node", "device", "port", "collected_at", "source", "output"}
@@ -158,10 +163,19 @@ def rows_to_frames(result: dict[str, list[dict[str, Any]]], out: Parsed) -> None
     infinite, or whose time lies outside the plausible years (``INGEST``) is rejected (with the
     line recorded under ``__line`` by ``read_envelopes``), never written half-empty or poisoned.
     Text that is not valid UTF-8 (lone surrogates) is kept with the bad code points escaped.
+    The parser's unreadable records (``LINE_REJECTS``) are quarantined.
     """
+    _add_line_rejects(result.get(LINE_REJECTS, ()), out)
     for table, rows in result.items():
-        if rows:
+        if rows and table != LINE_REJECTS:
             _add_valid(_typed_frame(rows, _row_schema(table)), table, out)
+
+
+def _add_line_rejects(bad: Iterable[dict[str, Any]], out: Parsed) -> None:
+    """Quarantine the records a parser could not read (``LINE_REJECTS``)."""
+    for record in bad:
+        out.rejects.append(Reject(safe_text(str(record["reason"])), record.get("__line"),
+                                  clip_raw(str(record.get("raw") or ""))))
 
 
 def rows_to_frames_together(results: Sequence[dict[str, list[dict[str, Any]]]],
@@ -424,6 +438,7 @@ def _finish(scan: _Scan, bulk_frames: dict[str, list[pl.DataFrame]]) -> Parsed:
     """One file's rows as typed frames (its bulk parsers' frames, ``__line`` its own line, and
     its rows parsed one by one, in line order), its rejects in line order and its note."""
     out, rows = scan.out, scan.rows
+    _add_line_rejects(rows.pop(LINE_REJECTS, ()), out)
     if scan.taken:
         out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
         first = {t: min(row["__line"] for row in r) for t, r in rows.items() if r}

@@ -1,0 +1,197 @@
+"""DAOS readers: genuine ``daos_metrics`` and ``dmg pool query`` outputs from the DAOS
+telemetry guide (tests/fixtures/real/pool_telemetry/daos, provenance in its PROVENANCE.md),
+values checked by hand against the files."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptwatch.errors import RecordError
+from ckptwatch.ingest.run import ingest
+from ckptwatch.lake.store import Lake
+from ckptwatch.sources import load_all
+from ckptwatch.sources.base import ToolContext, detect_tool
+from ckptwatch.sources.daos import parse_daos_metrics, parse_pool_query
+from ckptwatch.sources.envelope import LINE_REJECTS
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real" / "pool_telemetry" / "daos"
+TS = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+CTX = ToolContext(node="daos-s1", ts=TS, source="daos-metrics")
+
+
+def _by(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], float]:
+    out = {}
+    for r in rows:
+        key = (r["pool"], r["target"], r["metric"])
+        assert key not in out, f"two rows for {key}"
+        assert r["ts"] == TS
+        out[key] = r["value"]
+    return out
+
+
+def _read(name: str) -> str:
+    return (REAL / name).read_text()
+
+
+def test_update_latency_per_target_is_the_mean_max_and_cumulative_sum_and_count() -> None:
+    got = parse_daos_metrics(_read("telemetry_guide_io_latency_update_fetch_4MB_per_target.txt"),
+                             CTX)
+    rows = _by(got["pool_metrics"])
+    slow = ("daos", "daos-s1/engine0/tgt_8", )
+    # ID: 0/io/latency/update/4MB/tgt_8,15264368,857936,19645847,9109087.453125,64,582981597,…
+    assert rows[(*slow, "write_latency_ms")] == 582981597 / 64 / 1000 == 9109.087453125
+    assert rows[(*slow, "write_latency_max_ms")] == 19645.847
+    assert rows[(*slow, "write_latency_us_total")] == 582981597
+    assert rows[(*slow, "write_ops")] == 64
+    # tgt_0: the other outlier; the file's mean column (7329515.976190 µs) rounds Σsum / n
+    tgt0 = ("daos", "daos-s1/engine0/tgt_0", "write_latency_ms")
+    assert rows[tgt0] == pytest.approx(7329515.976190 / 1000, abs=1e-9)
+    assert rows[("daos", "daos-s1/engine0/tgt_2", "write_latency_ms")] == 1.452  # 90024 / 62 µs
+    # 16 targets x 4 metrics; the io/latency/fetch rows (reads) are not read
+    assert len(rows) == 64
+    assert {m for _, _, m in rows} == {"write_latency_ms", "write_latency_max_ms",
+                                       "write_latency_us_total", "write_ops"}
+    assert LINE_REJECTS not in got
+
+
+def test_the_tree_form_of_a_latency_gauge_reads_as_the_csv_does() -> None:
+    # latency/update/256B/tgt_0: 118 us [min: 15, max: 3703, avg: 100, sum: 200968, …,
+    #   samples: 2010]
+    rows = _by(parse_daos_metrics(_read("telemetry_guide_latency_unit_format.txt"),
+                                  CTX)["pool_metrics"])
+    target = ("daos", "daos-s1/engine0/tgt_0")
+    assert rows[(*target, "write_latency_ms")] == 200968 / 2010 / 1000
+    assert rows[(*target, "write_latency_max_ms")] == 3.703
+    assert rows[(*target, "write_ops")] == 2010
+
+
+def test_a_stuck_xstream_shows_as_queue_wait_and_queue_depth() -> None:
+    rows = _by(parse_daos_metrics(_read("telemetry_guide_sched_cycle_stuck_xs3.txt"),
+                                  CTX)["pool_metrics"])
+    xs3 = ("daos", "daos-s1/engine0/xs_3")
+    assert rows[(*xs3, "queue_wait_ms")] == 87624970  # cycle_duration xs_3: 87624970 ms
+    assert rows[(*xs3, "queue_depth")] == 72508  # cycle_size xs_3: 72508 ULT
+    assert rows[("daos", "daos-s1/engine0/xs_2", "queue_wait_ms")] == 1000
+    assert rows[("daos", "daos-s1/engine0/xs_2", "queue_depth")] == 1
+    assert len(rows) == 23 * 2  # xs_0 … xs_22
+
+
+def test_csv_rows_shorter_than_the_header_are_read_and_active_rpcs_are_the_queue() -> None:
+    # header has 10 fields, the rows 9 (description and units, no std_dev)
+    rows = _by(parse_daos_metrics(_read("telemetry_guide_gauges_csv.txt"), CTX)["pool_metrics"])
+    assert rows == {("daos", "daos-s1/engine0", "queue_depth"): 0.0}
+    text = ("ID: 1/net/ofi+tcp;ofi_rxm/hg/active_rpcs/ctx_0,3,,,,,,active RPCs,rpcs\n"
+            "ID: 1/net/ofi+tcp;ofi_rxm/hg/active_rpcs/ctx_1,4,,,,,,active RPCs,rpcs\n")
+    rows = _by(parse_daos_metrics(text, CTX)["pool_metrics"])
+    assert rows == {("daos", "daos-s1/engine1", "queue_depth"): 7.0}
+
+
+def test_an_output_with_nothing_read_is_quarantined_saying_what_is_read() -> None:
+    with pytest.raises(RecordError, match="none of its 5 readings is one ckptwatch reads"):
+        parse_daos_metrics(_read("telemetry_guide_counters_csv.txt"), CTX)
+    with pytest.raises(RecordError, match="no telemetry rows"):
+        parse_daos_metrics("#sudo daos_metrics -C -S 0\n\n", CTX)
+
+
+def test_pool_scoped_counters_and_pool_service_operations() -> None:
+    pool = "55cc96d8-5c46-41f4-af29-881d293b6f6f"
+    text = "\n".join([
+        f"ID: 0/pool/{pool}/ops/update/tgt_3,120",
+        f"ID: 0/pool/{pool}/xferred/update/tgt_3,503316480",
+        f"ID: 0/pool/{pool}/ops/cont_open,12",
+        f"ID: 0/pool/{pool}/ops/pool_connect,3",
+        f"ID: 0/pool/{pool}/vos_aggregation/obj_scanned/tgt_3,999",  # not read
+    ])
+    rows = _by(parse_daos_metrics(text, CTX)["pool_metrics"])
+    assert rows == {
+        (pool, "daos-s1/engine0/tgt_3", "write_ops"): 120.0,
+        (pool, "daos-s1/engine0/tgt_3", "write_bytes"): 503316480.0,
+        (pool, "daos-s1/engine0", "metadata_ops_total.cont_open"): 12.0,
+        (pool, "daos-s1/engine0", "metadata_ops_total.pool_connect"): 3.0,
+        (pool, "daos-s1/engine0", "metadata_ops_total"): 15.0,
+    }
+
+
+def test_a_malformed_row_is_rejected_alone() -> None:
+    text = ("ID: 0/io/latency/update/4MB/tgt_1,1260,1147,2191,1463.423077,52,76098,273.64\n"
+            "ID: 0/io/latency/update/4MB/tgt_2,abc,1122,2275,1452.0,62,90024,272.89\n")
+    got = parse_daos_metrics(text, CTX)
+    assert {r["target"] for r in got["pool_metrics"]} == {"daos-s1/engine0/tgt_1"}
+    assert [r["reason"] for r in got[LINE_REJECTS]] == [
+        "daos_metrics line 2: value 'abc' is not a number: "
+        "'ID: 0/io/latency/update/4MB/tgt_2,abc,1122,2275,1452.0,62,90024,272.89'"]
+
+
+def test_dmg_pool_query_rebuild_state_is_background_activity_of_the_pool() -> None:
+    ctx = ToolContext(node="daos-s1", ts=TS, source="dmg-pool-query")
+    pool = "55cc96d8-5c46-41f4-af29-881d293b6f6f"
+    rows = _by(parse_pool_query(_read("telemetry_guide_dmg_pool_query.txt"), ctx)["pool_metrics"])
+    assert rows == {(pool, pool, "background_active.rebuild"): 0.0}  # "Rebuild idle, 0 objs"
+    busy = ("Pool cdf27ec1-ed97-4aa6-a766-39a2ed2136a1, ntarget=64, disabled=8, leader=6, "
+            "version=77, state=TargetsExcluded\nPool health info:\n- Disabled ranks: 3\n"
+            "- Rebuild busy, 1 objs, 0 recs\n")
+    got = parse_pool_query(busy, ctx)["pool_metrics"]
+    assert [(r["metric"], r["value"]) for r in got] == [("background_active.rebuild", 1.0)]
+    with pytest.raises(RecordError, match="unknown rebuild state 'paused'"):
+        parse_pool_query(busy.replace("busy", "paused"), ctx)
+    with pytest.raises(RecordError, match="has no 'Rebuild <state>' line"):
+        parse_pool_query(busy.split("Pool health")[0], ctx)
+
+
+def test_each_genuine_output_is_recognised_as_its_format() -> None:
+    load_all()
+    want = {"telemetry_guide_dmg_pool_query.txt": "dmg-pool-query"}
+    for path in sorted(REAL.glob("*.txt")):
+        assert detect_tool(path.read_text()) == want.get(path.name, "daos-metrics"), path.name
+
+
+def test_raw_files_under_pool_host_and_envelopes_reach_the_lake(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    host = raw / "pool" / "daos-s1"
+    host.mkdir(parents=True)
+    (host / "latency_2026-11-28T12:00:00Z.txt").write_text(
+        _read("telemetry_guide_io_latency_update_fetch_4MB_per_target.txt"))
+    (raw / "pool" / "daos.jsonl").write_text(json.dumps({
+        "node": "daos-s2", "collected_at": "2026-11-28T12:01:00Z", "source": "daos-metrics",
+        "output": _read("telemetry_guide_sched_cycle_stuck_xs3.txt")}) + "\n")
+    report = ingest(raw, tmp_path / "lake")
+    assert report.quarantined == 0, [f for f in report.files if f.quarantined]
+    assert report.rows == {"pool_metrics": 64 + 46}
+    df = Lake(tmp_path / "lake").read("pool_metrics")
+    tgt8 = df.filter(target="daos-s1/engine0/tgt_8", metric="write_latency_ms")
+    assert tgt8.select("pool", "value").rows() == [("daos", 9109.087453125)]
+    assert tgt8["ts"].to_list() == [datetime(2026, 11, 28, 12, 0, tzinfo=UTC)]  # from the name
+    xs3 = df.filter(target="daos-s2/engine0/xs_3", metric="queue_depth")
+    assert xs3["value"].to_list() == [72508.0]
+    assert xs3["ts"].to_list() == [datetime(2026, 11, 28, 12, 1, tzinfo=UTC)]  # collected_at
+
+
+POOL_SOURCES = {"daos-metrics", "dmg-pool-query", "spdk-iostat", "spdk-nvmf-stats", "mmpmon",
+                "mmlsqos", "mmdiag-waiters"}
+OURS = {REAL, REAL.parent / "spdk", REAL.parent / "gpfs_exporter"}
+
+
+def test_no_other_genuine_output_is_taken_for_a_daos_spdk_or_storage_scale_one() -> None:
+    load_all()
+    taken = {}
+    for path in sorted((REAL.parents[1]).rglob("*")):
+        if not path.is_file() or path.parent in OURS or path.suffix in {".gz", ".parquet"}:
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        output: Any = text
+        if text.lstrip().startswith("{"):
+            with contextlib.suppress(ValueError):
+                output = json.loads(text)
+        source = detect_tool(output)
+        if source in POOL_SOURCES:
+            taken[str(path.relative_to(REAL.parents[1]))] = source
+    assert taken == {}
