@@ -25,7 +25,7 @@ from typing import Any
 
 OUT = Path(__file__).resolve().parent / "out"
 
-#: Why a target is missed, as far as we know (docs/scale.md, "Issue 18"): printed beside a miss.
+#: Why a target is missed, as far as we know (docs/scale.md): printed beside a miss.
 WHY = {
     "text": "tool text: per-line regexes and the reshaping to rows in polars (~0.5 s of polars "
             "collects for 10 MB of ethtool text); a bare read only splits the lines. A text "
@@ -38,29 +38,26 @@ WHY = {
     "day": "the sum of the formats' costs (no DLIO run in the day: its row is apart); the "
            "largest are smartctl JSON, OCP log text and node_exporter ethtool scrapes",
     "nightly": "the ingest (36 M fabric and 14 M SMART rows of tool output, parsed by 2 worker "
-               "processes on 2 cores; 48-60 s in three runs of session 15, 87 s on session "
-               "16's and 17's slower machine, 61 s in one run of session 17) is half "
-               "of it; the derived deltas refresh (the window of a lag() pass over 27 batches "
-               "of ~2 M samples, and the Parquet encoding of its 45 M rows: 5.3 s since "
-               "session 17 stores 10 columns, 9.9 s for the 12 before) a fifth; attribution "
-               "(every checkpoint's pause levels on every host, the per-series medians) and "
-               "Prefect's start most of the rest; its steps:",
-    "nightly-rss": "the stalls step's DuckDB (until session 14 the SMART dedup of every gauge "
-                   "sample: 2.4 GB; the signal gauges only since) or a parse worker of the "
-                   "ingest (1.1-1.3 GB: the checkpoint file read in 32 MiB chunks)",
-    "attribution": "(session 15's machine) every checkpoint's pause and xmit_wait levels on "
-                   "every host (the history a "
-                   "stall's fabric z is judged against, ~4.5 s), the per-series medians and "
-                   "MADs (~3 s: every signal value of every series held), stall_signals "
-                   "(~2.4 s) and the connection (~1.6 s); reading the 45 M stored delta rows "
-                   "is ~0.25 s of it",
+               "processes on 2 cores) is about half of it; the derived deltas refresh (the "
+               "window of a lag() pass over 27 batches of ~2 M samples, and the Parquet "
+               "encoding of its 45 M rows) a fifth; attribution (every checkpoint's pause "
+               "levels on every host, the per-series medians) and Prefect's start most of the "
+               "rest; its steps:",
+    "nightly-rss": "the stalls step's DuckDB (the SMART dedup of the signal gauges) or a parse "
+                   "worker of the ingest (1.1-1.3 GB: the checkpoint file read in 32 MiB "
+                   "chunks)",
+    "attribution": "every checkpoint's pause and xmit_wait levels on every host (the history "
+                   "a stall's fabric z is judged against: about a quarter), the per-series "
+                   "medians and MADs (every signal value of every series held: about a fifth), "
+                   "stall_signals and the connection; reading the 45 M stored delta rows is "
+                   "a small part of it",
     "attribution-lag": "the same medians: a lag() pass is one streaming window, a median "
                        "holds every value of its series",
     "latency": "the duplicate-record check (one more grouped pass) that a hand-written query "
                "skips",
     "help": "interpreter start and argparse",
     "select1": "start-up beyond the bare run: the CLI's modules and the lake's connection "
-               "(the result is printed without polars since session 8)",
+               "(the result is printed without polars)",
 }
 
 
