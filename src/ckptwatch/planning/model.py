@@ -95,8 +95,8 @@ _MAX_EXPONENT = 700.0
 class PlanInputs:
     """Everything the planning model needs, in SI units (bytes, bytes/s, seconds).
 
-    The defaults are the README example: the essay's 512 ranks writing 8.8 TB per checkpoint to
-    a 0.4 TB/s pool (22 s nominal), 8 GPUs per node.
+    The defaults are docs/planning.md's example: the essay's 512 ranks writing 8.8 TB per
+    checkpoint to a 0.4 TB/s pool (22 s nominal), 8 GPUs per node.
     """
 
     ranks: int = 512
