@@ -53,6 +53,10 @@ PLACES = {
     "smart": "nvme_smart",
 }
 TOOL_PLACES = {"smart", "fabric"}
+#: Places whose ``<place>/<node>/<file>`` names the node a bare tool output came from: the tool
+#: places, and ``pool/`` (a storage server's ``lctl get_param`` output: ``sources.lustre``),
+#: where a file that is no tool's output is still read as the pool's long table.
+NODE_PLACES = TOOL_PLACES | {"pool"}
 TABULAR_SUFFIXES = {".csv", ".jsonl", ".ndjson", ".json", ".parquet"}
 HEAD_BYTES = 1 << 16
 #: Bytes read from a file per step (a file is never read past its limit).
@@ -402,7 +406,7 @@ def classify(path: Path, rel: str) -> RawFile:
     """Recognise one raw file."""
     parts = Path(rel).parts
     place = parts[0] if len(parts) > 1 else Path(parts[0]).stem.split(".")[0]
-    node = parts[1] if place in TOOL_PLACES and len(parts) >= 3 else None
+    node = parts[1] if place in NODE_PLACES and len(parts) >= 3 else None
     name = path.name.lower()
     try:
         head = _head(path)
