@@ -24,7 +24,7 @@
 -- restarted counter's value over the interval: not the series' rate), a gauge's value. One
 -- scan of the samples: each series' values are gathered once, and its median and MAD are both
 -- taken of that list (the same median as the aggregate's: the list's values are the values).
--- A macro, not a view, so that ckptwatch.analysis.stalls.pinned_views can have both readers
+-- A macro, not a view, so that ckptwatch.lake.seam.pinned_views can have both readers
 -- read one computed table.
 create or replace macro int_signal_series() as table
 with

@@ -4,7 +4,7 @@
 -- gauges carry value. host = node for fabric and SMART, = target for pool telemetry.
 --
 -- Two table macros beside the view (a macro, not a view, so that
--- ckptwatch.analysis.stalls.pinned_views can have every reader read one computed table):
+-- ckptwatch.lake.seam.pinned_views can have every reader read one computed table):
 -- int_signal_families(): (source_table, signal, family) of every metric the catalog names
 -- (its first matching rule; the list int_signal_names, found when the views are built:
 -- int_signal_counters.sql); int_signal_gauge_samples(): the gauge rows of the view, each

@@ -12,14 +12,14 @@ from tests.stall_cases import STALL_STEP, Case, build
 
 from ckptwatch.analysis.detection import DetectionSettings
 from ckptwatch.analysis.findings import attribute_stalls
-from ckptwatch.analysis.stalls import (
+from ckptwatch.lake.query import connect
+from ckptwatch.lake.seam import (
     PINNED_SAMPLES,
     PINNED_SERIES,
     PINNED_VIEWS,
     one_thread,
     pinned_views,
 )
-from ckptwatch.lake.query import connect
 
 
 def stall_reports(con: duckdb.DuckDBPyConnection,

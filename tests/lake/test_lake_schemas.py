@@ -1,5 +1,5 @@
 """The lake views read their parts without ``union_by_name`` only when every part has the same
-columns (``lake.query._without_union_when_uniform``): the rows are the same either way."""
+columns (``lake.seam.lake_view_sql``): the rows are the same either way."""
 
 from __future__ import annotations
 

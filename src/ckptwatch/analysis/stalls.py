@@ -25,8 +25,7 @@ switches and targets, and the context lists where they were last seen (``unfinis
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import duckdb
@@ -34,6 +33,7 @@ import polars as pl
 
 from ckptwatch.analysis.unfinished import where_seen
 from ckptwatch.lake.query import run_sql
+from ckptwatch.lake.seam import PINNED_SAMPLES, PINNED_SERIES, PINNED_VIEWS, pinned_views
 
 
 def detect_stalls(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:
@@ -233,107 +233,6 @@ def _separation(stands_out: Mapping[str, bool], ranks: pl.DataFrame, col: str) -
     s_share = int((out & slow).sum()) / n_slow if n_slow else 0.0
     f_share = int((out & ~slow).sum()) / n_fast if n_fast else 0.0
     return s_share - f_share
-
-
-#: The views ``stall_features`` reads through several marts, computed once per call: the
-#: checkpoint latency (under stalls, stragglers, counter_windows), the stalls (under
-#: stall_ranks, stall_signals) and the stall ranks (under stall_signals). Over a 512-node day
-#: each query would otherwise recompute them (~13 s of CPU for ``stalls`` alone); they are
-#: small (a row per checkpoint, per stall, per rank of a stall). The checkpoint records are not
-#: pinned: a million rows held through the signal queries leave those too little under a
-#: 2 GB cap. In this order, so that each is computed from the pinned ones before it.
-PINNED_VIEWS: tuple[str, ...] = ("checkpoint_latency", "stalls", "stall_ranks")
-#: The per-series statistics (``int_signal_series()``, a table macro of int_signal_noise.sql:
-#: each series' median and MAD, one pass over every sample) that both ``stall_signals`` (its
-#: baselines) and ``int_signal_noise`` read: computed once per call (on one thread when every
-#: thread runs out of memory: :func:`one_thread`), a row per series. Pinned only when there
-#: are stalls to attribute.
-PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
-#: What every reader of ``int_signal_samples`` (``int_signal_series()``, ``stall_signals``,
-#: ``int_signal_noise``, ``counter_windows``) shares, a table macro of int_signal_samples.sql
-#: computed once per call, where each reader computed it again: the gauge samples with their
-#: intervals (``int_signal_gauge_samples()``: the SMART and pool signal gauges deduplicated,
-#: one ``lag()`` per series; ~1 M rows of a 512-node day). The catalog's signal names
-#: (``int_signal_families()``) need no pin: a constant list found when the views are built
-#: (int_signal_counters.sql). Before ``PINNED_SERIES`` (which reads it), and only when there
-#: are stalls to attribute. With them, each drive's write amplification on its common time
-#: base (``int_signal_write_amplification()``, read by ``int_signal_noise`` and
-#: ``stall_signals``: one pass over the two SMART byte counters, a row per interval of the
-#: sparser one).
-PINNED_SAMPLES: tuple[str, ...] = ("int_signal_gauge_samples", "int_signal_write_amplification")
-
-
-def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
-    """The statement that creates ``name`` again: a view of the connection, or a table macro
-    without parameters (as ``int_signal_series``); None when it has neither."""
-    row = con.execute("select sql from duckdb_views() where view_name = ? "
-                      "and schema_name = 'main' and not temporary", [name]).fetchone()
-    if row is not None:
-        return str(row[0])
-    row = con.execute("select macro_definition from duckdb_functions() where function_name = ? "
-                      "and schema_name = 'main' and function_type = 'table_macro' "
-                      "and len(parameters) = 0", [name]).fetchone()
-    if row is not None:
-        return f'create or replace macro "{name}"() as table {row[0]}'
-    return None
-
-
-@contextmanager
-def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
-                 one_thread_if_short: bool = False) -> Iterator[None]:
-    """Within the block, each view of ``names`` the connection has (or table macro without
-    parameters) reads a temporary table of its rows, computed once on entry (the views
-    reading it see the same rows, now without recomputing them); on exit the views are as
-    they were and the tables are gone. ``one_thread_if_short``: a table that runs out of
-    DuckDB's memory on every thread is computed again on one (:func:`one_thread`). A view's
-    rows depend on the session variables set before entry (detection settings)."""
-    saved: list[tuple[str, str]] = []
-    try:
-        for name in names:
-            sql = _definition(con, name)
-            if sql is None:  # not built on this connection
-                continue
-            is_view = not sql.startswith("create or replace macro")
-            # Identifiers from PINNED_VIEWS (a constant), not values: no parameter for them.
-            source = f'"{name}"' if is_view else f'"{name}"()'
-            pin = f'create or replace temp table "pinned_{name}" as select * from {source}'
-            try:
-                con.execute(pin).fetchall()
-            except duckdb.OutOfMemoryException:
-                if not one_thread_if_short:
-                    raise
-                with one_thread(con):
-                    con.execute(pin).fetchall()
-            saved.append((name, sql))
-            if is_view:
-                con.execute(f'create or replace view "{name}" as '
-                            f'select * from temp."pinned_{name}"').fetchall()
-            else:
-                con.execute(f'create or replace macro "{name}"() as table '
-                            f'select * from temp."pinned_{name}"').fetchall()
-        yield
-    finally:
-        for name, sql in reversed(saved):
-            if not sql.startswith("create or replace macro"):
-                con.execute(f'drop view if exists "{name}"').fetchall()
-            con.execute(sql).fetchall()
-            con.execute(f'drop table if exists temp."pinned_{name}"').fetchall()
-
-
-@contextmanager
-def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Within the block, DuckDB runs on one thread (then as many as before). For the series'
-    medians and MADs (``int_signal_series()``) when every thread runs out of memory: each
-    holds its own share of every series' values (the same rows either way). The 512-node
-    day's 21 M samples fit a 2 GB cap on two threads: 3.4 s against 6.3 s on one, read from
-    the stored deltas; 17 s against 26 s, the deltas computed too (a bigger day may not)."""
-    threads = con.execute("select current_setting('threads')").fetchone()
-    con.execute("set threads = 1").fetchall()
-    try:
-        yield
-    finally:
-        if threads is not None:
-            con.execute("set threads = ?", [int(threads[0])]).fetchall()
 
 
 def stall_features(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:

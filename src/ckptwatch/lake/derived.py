@@ -15,10 +15,10 @@ on that day: :func:`refresh` computes them with ``counter_deltas_by_series`` and
 ``counter_series_of`` (the macros of ``sql/staging/stg_counter_deltas.sql``, the one rule set,
 whose ``counter_deltas_over`` joins the two) over the day's samples and, as carry rows, the
 previous day's state, so a series' ``prev`` crosses days and files as in one pass.
-A day's fingerprint hashes the SQL of the rules, the field limit, the day's raw parts (name,
-size, mtime) of the three counter tables and the previous day's fingerprint: a part ingested
-into a day makes it and every later day stale. A connection reads the materialised rows only
-when every day it reads is fresh (:func:`is_fresh`), else it computes the deltas as before;
+A day's fingerprint (``ckptwatch.lake.freshness``: the rule SQL, the field limit, the day's raw
+parts, the previous day's fingerprint) goes into the manifest once its rows are in place. A
+connection reads the materialised rows only when every day it reads is fresh (:func:`is_fresh`;
+the switch is ``ckptwatch.lake.seam``'s), else it computes the deltas;
 ``int_signal_counter_deltas`` then treats a sample whose ``prev`` is before the first day read
 as a series' first, exactly as a pass over those days would. A day's parts are written to
 temp directories, fsynced and renamed into place, and the manifest is rewritten after each day:
@@ -37,7 +37,6 @@ together), and the day's state is gathered by series_id.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -45,65 +44,47 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq  # loaded already: ckptwatch.lake.store writes every part with it
 
 from ckptwatch.errors import LakeError
-from ckptwatch.lake.store import (
-    SCHEMA_PART,
-    SCHEMA_PARTITION,
-    Lake,
-    atomic_write_bytes,
-    atomic_write_many,
+from ckptwatch.lake.freshness import (
+    COUNTER_TABLES,
+    DELTAS,
+    MANIFEST,
+    SERIES,
+    STATE,
+    day_part,
+    derived_days,
+    derived_dir,
+    fingerprints,
+    fresh_days,
+    is_fresh,
+    manifest,
+    raw_days,
+    rules,
 )
+from ckptwatch.lake.query import connect, sql_string
+from ckptwatch.lake.schema import COUNTER_DELTAS as SCHEMA
+from ckptwatch.lake.schema import DERIVED_DIR, DERIVED_TABLES, SERIES_KEY
+from ckptwatch.lake.store import SCHEMA_PART, SCHEMA_PARTITION, Lake, atomic_write_bytes
 
-DERIVED_DIR = "derived"
-DELTAS = "counter_deltas"
-SERIES = "counter_series"
-STATE = "counter_state"
-MANIFEST = "counter_deltas.json"
+#: What a caller reads here besides ``refresh``: the layout and whether a day is fresh
+#: (``ckptwatch.lake.freshness``), the schemas (``ckptwatch.lake.schema``).
+__all__ = ["COUNTER_TABLES", "DELTAS", "DELTAS_SCHEMA", "DERIVED_DIR", "HOST_COLUMNS",
+           "MANIFEST", "SCHEMA", "SERIES", "SERIES_SCHEMA", "STATE", "STATE_SCHEMA", "Refresh",
+           "derived_dir", "is_fresh", "refresh"]
+
 LOCK = ".derived.lock"
 #: Siblings of ``derived/counter_deltas`` (outside the glob its view reads): a day being
 #: written, and a day being replaced.
 _TMP = ".tmp"
 _OLD = ".old"
-#: The raw tables whose samples ``stg_counter_deltas`` reads.
-COUNTER_TABLES = ("fabric_counters", "nvme_smart", "pool_metrics")
-#: The SQL files whose text decides the rows (a change makes every day stale).
-RULE_FILES = ("session.sql", "staging/stg_counter_deltas.sql", "staging/stg_fabric_counters.sql",
-              "staging/stg_metric_samples.sql", "staging/stg_metric_names.sql",
-              "staging/stg_nvme_smart.sql", "staging/stg_pool_metrics.sql")
-
-_TS = pa.timestamp("us", tz="UTC")
-#: The columns of ``stg_counter_deltas``, as DuckDB writes them.
-SCHEMA = pa.schema([
-    ("source_table", pa.string()), ("host", pa.string()), ("device", pa.string()),
-    ("port", pa.string()), ("pool", pa.string()), ("counter", pa.string()),
-    ("series_id", pa.uint64()), ("ts", _TS), ("prev_ts", _TS), ("interval_s", pa.float64()),
-    ("value", pa.float64()), ("prev_value", pa.float64()), ("delta", pa.float64()),
-    ("rate_per_s", pa.float64()), ("reset", pa.bool_()), ("wrapped", pa.bool_()),
-    ("saturated", pa.bool_()), ("invalid", pa.bool_()),
-])
-_KEY = "source_table, host, device, port, pool, counter"
-_KEY_COLUMNS = ("source_table", "host", "device", "port", "pool", "counter")
-#: The columns stored per sample (``counter_deltas``) and once per series and day
-#: (``counter_series``): a day's 35 M rows are written without their six key strings, which
-#: cost more to encode than every other column together; ``derived_counter_deltas`` joins them.
-#: Per sample, neither ``prev_ts``, ``interval_s`` nor ``rate_per_s`` is stored but the
-#: interval in microseconds, from which the view computes them by ``stg_counter_deltas``' own
-#: formulas (``interval_seconds``, ``counter_rate``): those three columns were a third of the
-#: Parquet encoding of a batch (0.42 -> 0.25 s for 2 M rows with no dictionary attempts).
-SERIES_SCHEMA = pa.schema([SCHEMA.field(c) for c in ("series_id", *_KEY_COLUMNS)])
-DELTAS_SCHEMA = pa.schema([
-    SCHEMA.field("series_id"), SCHEMA.field("ts"), pa.field("interval_us", pa.int64()),
-    *(SCHEMA.field(c) for c in ("value", "prev_value", "delta", "reset", "wrapped",
-                                "saturated", "invalid")),
-])
-#: Each series' last valid sample at a day's end (``counter_state``).
-STATE_SCHEMA = pa.schema([*(SCHEMA.field(c) for c in _KEY_COLUMNS), SCHEMA.field("ts"),
-                          SCHEMA.field("value")])
-#: The layout's version: part of every day's fingerprint (a day stored by another is stale).
-LAYOUT = "3: deltas by series_id with interval_us, counter_series"
+DELTAS_SCHEMA = DERIVED_TABLES[DELTAS]
+SERIES_SCHEMA = DERIVED_TABLES[SERIES]
+STATE_SCHEMA = DERIVED_TABLES[STATE]
+_KEY = ", ".join(SERIES_KEY)
 
 #: One batch's samples: the day's samples with the previous day's state as carry rows.
 _DAY_SAMPLES = f"""
@@ -135,7 +116,7 @@ _BATCH_SERIES_SQL = f"""
 #: Each series' last valid sample in a batch (gathered over the day's batches).
 _BATCH_LAST_SQL = f"""
     insert into day_last
-    select {", ".join(f"series.{c}" for c in _KEY_COLUMNS)}, last.ts, last.value
+    select {", ".join(f"series.{c}" for c in SERIES_KEY)}, last.ts, last.value
     from (
         select series_id, max(ts) as ts, arg_max(value, ts) as value
         from derived_batch
@@ -166,124 +147,6 @@ _EMPTY_CARRY = f"""
 """
 
 
-def derived_dir(lake: Lake) -> Path:
-    """``LAKE/derived``."""
-    return lake.root / DERIVED_DIR
-
-
-def add_stub(lake: Lake) -> None:
-    """The zero-row schema parts of ``derived/counter_deltas``, ``counter_series`` and
-    ``counter_state`` (what ``derived_counter_deltas`` and a first day's carry read when no day
-    has been materialised; idempotent)."""
-    atomic_write_many(missing_stubs(lake))
-
-
-def missing_stubs(lake: Lake) -> list[tuple[Path, pa.Table]]:
-    """The derived tables' zero-row schema parts that ``lake`` lacks (or holds of another
-    layout), and their empty tables
-    (``Lake.add_missing_tables`` writes them with the lake's own stubs, in one round of
-    fsyncs)."""
-    out: list[tuple[Path, pa.Table]] = []
-    for table, schema in ((DELTAS, DELTAS_SCHEMA), (SERIES, SERIES_SCHEMA),
-                          (STATE, STATE_SCHEMA)):
-        stub = derived_dir(lake) / table / SCHEMA_PARTITION / SCHEMA_PART
-        if not stub.exists() or not _has_schema(stub, schema):
-            out.append((stub, schema.empty_table()))
-    return out
-
-
-def _has_schema(path: Path, schema: pa.Schema) -> bool:
-    """True when the Parquet file ``path`` has ``schema``'s columns (names and types, in
-    order). A schema part of another layout (an older version's) is rewritten: the view reads
-    the parts without ``union_by_name``, so its columns come from that part, and the days of
-    another layout are stale (never read) until the next refresh rebuilds them."""
-    try:
-        found = pq.read_schema(path)
-    except (OSError, pa.ArrowException):
-        return False
-    return [(f.name, f.type) for f in found] == [(f.name, f.type) for f in schema]
-
-
-def _day_part(lake: Lake, table: str, day: date, name: str) -> Path:
-    return derived_dir(lake) / table / f"date={day.isoformat()}" / f"part-{name}.parquet"
-
-
-def _raw_days(lake: Lake) -> list[date]:
-    return sorted({d for t in COUNTER_TABLES for d in lake.days(t)})
-
-
-def _fingerprints(lake: Lake, days: list[date], rules: str) -> dict[date, str]:
-    """Each day's fingerprint (chained: it covers every earlier day too)."""
-    out: dict[date, str] = {}
-    previous = hashlib.sha256(rules.encode()).hexdigest()
-    for day in days:
-        h = hashlib.sha256(previous.encode())
-        for table in COUNTER_TABLES:
-            part_dir = lake.table_dir(table) / f"date={day.isoformat()}"
-            for f in sorted(part_dir.glob("*.parquet")):
-                st = f.stat()
-                h.update(f"{table}/{f.name}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-        previous = out[day] = h.hexdigest()
-    return out
-
-
-def _rules() -> str:
-    """The text the rows depend on besides the raw parts: the rule SQL and the field limit."""
-    from ckptwatch.settings import active_ingest, sql_dir
-
-    root = sql_dir()
-    texts = [(root / f).read_text() if (root / f).is_file() else "" for f in RULE_FILES]
-    return "\n".join([*texts, f"max_field_chars={active_ingest().max_field_chars}",
-                      f"layout={LAYOUT}"])
-
-
-def _manifest(lake: Lake) -> dict[str, str]:
-    path = derived_dir(lake) / MANIFEST
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # unreadable: every day is stale, the next refresh rewrites it
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
-def _derived_days(lake: Lake) -> set[date]:
-    """The days ``derived/counter_deltas`` has a partition for (the schema stub's aside)."""
-    found = set()
-    for d in (derived_dir(lake) / DELTAS).glob("date=*"):
-        if d.name != SCHEMA_PARTITION:
-            with contextlib.suppress(ValueError):
-                found.add(date.fromisoformat(d.name.removeprefix("date=")))
-    return found
-
-
-def _fresh_days(lake: Lake, manifest: dict[str, str], prints: dict[date, str]) -> set[date]:
-    return {d for d, fp in prints.items() if manifest.get(d.isoformat()) == fp
-            and all(any((derived_dir(lake) / t / f"date={d.isoformat()}").glob("*.parquet"))
-                    for t in (DELTAS, SERIES))
-            and _day_part(lake, STATE, d, "state").is_file()}
-
-
-def is_fresh(lake_root: Path | str, days: tuple[date, date] | None = None) -> bool:
-    """True when every counter day of the lake in ``days`` (``None``: every day) is
-    materialised from the raw parts it has now (and the lake has at least one such day)."""
-    lake = Lake(lake_root)
-    all_days = _raw_days(lake)
-    upto = [d for d in all_days if days is None or d <= days[1]]
-    wanted = [d for d in upto if days is None or d >= days[0]]
-    if not wanted:
-        return False
-    manifest = _manifest(lake)
-    if not manifest:
-        return False
-    orphans = {d for d in _derived_days(lake) - set(all_days)
-               if days is None or days[0] <= d <= days[1]}
-    if orphans:  # a day whose raw parts are gone (the next refresh removes it): not read
-        return False
-    return set(wanted) <= _fresh_days(lake, manifest, _fingerprints(lake, upto, _rules()))
-
-
 @dataclass(frozen=True)
 class Refresh:
     """What :func:`refresh` did: the days it computed and the days that were already fresh."""
@@ -311,19 +174,19 @@ def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
         raise LakeError(f"no lake at {lake.root} (run `ckptwatch ingest RAW_DIR --lake "
                         f"{lake.root}` first)")
     with lake.lock(lock_wait_s, name=LOCK, what="another counter-delta refresh"):
-        add_stub(lake)
+        lake.add_missing_tables()  # the derived tables' stubs: what a first day's carry reads
         for table in (DELTAS, SERIES):  # what a crashed refresh left
             for leftover in (f"{table}{_TMP}", f"{table}{_OLD}"):
                 shutil.rmtree(derived_dir(lake) / leftover, ignore_errors=True)
-        days = _raw_days(lake)
-        prints = _fingerprints(lake, days, _rules())
-        manifest = {k: v for k, v in _manifest(lake).items()
+        days = raw_days(lake)
+        prints = fingerprints(lake, days, rules())
+        stored = {k: v for k, v in manifest(lake).items()
                     if k in {d.isoformat() for d in days}}
-        for orphan in _derived_days(lake) - set(days):  # raw parts gone: rows gone too
+        for orphan in derived_days(lake) - set(days):  # raw parts gone: rows gone too
             for table in (DELTAS, SERIES, STATE):
                 shutil.rmtree(derived_dir(lake) / table / f"date={orphan.isoformat()}",
                               ignore_errors=True)
-        fresh = _fresh_days(lake, manifest, prints)
+        fresh = fresh_days(lake, stored, prints)
         built: list[date] = []
         kept: list[date] = []
         previous: date | None = None
@@ -332,9 +195,9 @@ def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
                 kept.append(day)
             else:
                 _build_day(lake, day, previous, memory_limit)
-                manifest[day.isoformat()] = prints[day]
+                stored[day.isoformat()] = prints[day]
                 atomic_write_bytes(derived_dir(lake) / MANIFEST,
-                                   json.dumps(manifest, indent=1, sort_keys=True).encode())
+                                   json.dumps(stored, indent=1, sort_keys=True).encode())
                 built.append(day)
             previous = day
         return Refresh(tuple(built), tuple(kept))
@@ -444,16 +307,12 @@ def _build_day(lake: Lake, day: date, previous: date | None,
     DuckDB pass of ``counter_deltas_by_series`` with the previous day's state as carry rows, small
     enough to stay in memory), its deltas and series written to temp directories and renamed
     into place; then the day's state (the manifest, rewritten by the caller, comes last)."""
-    import duckdb  # here: Lake.add_missing_tables imports this module, and ingest needs no DuckDB
-
-    from ckptwatch.lake.query import connect, sql_string
-
     con = connect(lake.root, days=(day, day), memory_limit=memory_limit,
                   views=("stg_counter_deltas",))
     part = f"date={day.isoformat()}"
     finals = {t: derived_dir(lake) / t / part for t in (DELTAS, SERIES)}
     tmps = {t: derived_dir(lake) / f"{t}{_TMP}" / part for t in (DELTAS, SERIES)}
-    state = _day_part(lake, STATE, day, "state")
+    state = day_part(lake, STATE, day, "state")
     tmp_state = state.with_name(f".{state.name}.tmp")
     try:
         for tmp in tmps.values():
@@ -464,7 +323,7 @@ def _build_day(lake: Lake, day: date, previous: date | None,
             con.execute(_EMPTY_CARRY, {"schema_part": str(
                 derived_dir(lake) / STATE / SCHEMA_PARTITION / SCHEMA_PART)})
         else:
-            con.execute(_CARRY, {"p": str(_day_part(lake, STATE, previous, "state"))})
+            con.execute(_CARRY, {"p": str(day_part(lake, STATE, previous, "state"))})
         con.execute(_DAY_LAST)
         written: list[Path] = []
         try:

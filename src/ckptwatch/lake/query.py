@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ckptwatch.errors import LakeError, QueryError
-from ckptwatch.settings import active_ingest, duckdb_memory_limit, sql_dir
+from ckptwatch.lake import seam
+from ckptwatch.settings import duckdb_memory_limit, ingest_settings, sql_dir
 
 if TYPE_CHECKING:  # polars and the lake store (pyarrow) are imported where they are used
     import polars as pl
@@ -32,8 +33,6 @@ if TYPE_CHECKING:  # polars and the lake store (pyarrow) are imported where they
 LAYERS = ("lake", "staging", "intermediate", "marts")
 #: Settings run on every connection before the views (``sql/session.sql``).
 SESSION_FILE = "session.sql"
-#: The view that reads the materialised counter deltas (``ckptwatch.lake.derived``) when fresh.
-DERIVED_READER = "int_signal_counter_deltas"
 #: ``ckptwatch.lake.store.MANIFEST_DIR``: what ``Lake.exists`` looks for. Repeated here so that
 #: a connection building no lake view does not import the store (polars, pyarrow: ~0.3 s);
 #: tests/lake/test_query.py pins the two equal.
@@ -161,10 +160,9 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     ``views``: build only these views and those they read (a step that needs two marts does
     not pay for binding all of them: ~5 s over a 512-node day); ``None``: every view.
     ``provided``: views given as frames instead of built from ``sql/`` (what they read is not
-    built for them): the live watcher's open checkpoint as ``stalls`` and ``stall_ranks``.
-    ``extra_rows``: rows added to lake tables (``union all by name``) before any view or
-    variable reads them: the live watcher's raw telemetry not yet ingested. The stored counter
-    deltas do not hold them, so such a connection computes the deltas.
+    built for them). ``extra_rows``: rows added to lake tables (``union all by name``) before
+    any view or variable reads them. Every view is built as its file says but for the swaps of
+    ``ckptwatch.lake.seam`` (these two, the stored counter deltas, one footer per lake view).
     """
     if days is not None and days[0] > days[1]:
         raise QueryError(f"days: {days[0]} is after {days[1]}")
@@ -194,72 +192,16 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
             raise QueryError(f"DuckDB memory limit {limit!r} (--duckdb-memory or "
                              f"CKPTWATCH_DUCKDB_MEMORY={limit!r}): {exc} (use e.g. 3GB)") from exc
     con.execute("SET VARIABLE lake = ?", [str(root)]).fetchall()
-    # The ingest's field limit: staging leaves out longer identifiers (int_lake_skipped_rows).
+    # The ingest's field limit as configured: staging leaves out longer identifiers
+    # (int_lake_skipped_rows).
     con.execute("SET VARIABLE max_field_chars = ?",
-                [active_ingest().max_field_chars]).fetchall()
+                [ingest_settings().max_field_chars]).fetchall()
     if days is not None:
         con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
-        catalog = _catalog(sql_dir())
-        for name, frame in given.items():
-            con.register(f"provided_{name}", frame.to_arrow())
-            con.execute(f'create or replace view "{name}" as select * from '
-                        f'"provided_{name}"').fetchall()
-        if any(f.stem == DERIVED_READER for f in files):
-            from ckptwatch.lake import derived  # it builds its days with connect
-
-            # Counter deltas once: read them materialised when every day read is fresh.
-            con.execute("SET VARIABLE counter_deltas_derived = ?",
-                        [not extra and derived.is_fresh(root, days)]).fetchall()
-        for f in files:
-            text = catalog.text[f.stem]
-            if f.parent.name == "lake":
-                text = _without_union_when_uniform(con, text, root)
-            try:
-                con.execute(text).fetchall()
-                if f.parent.name == "lake" and f.stem in extra:
-                    _add_rows(con, f.stem, extra[f.stem])
-            except duckdb.Error as exc:
-                raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
+        seam.build_views(con, root, files, _catalog(sql_dir()).text, days, given, extra)
     return con
-
-
-#: A lake view's glob of its parts (``getvariable('lake') || '/table/*/*.parquet'``).
-_LAKE_GLOB = re.compile(r"getvariable\('lake'\)\s*\|\|\s*'(/[^']+\.parquet)'")
-_UNION = re.compile(r"union_by_name\s*=\s*true", re.I)
-
-#: One row per part of a glob whose columns (names, order, types, nesting) differ from another's.
-_SCHEMAS_SQL = """
-select count(distinct columns) from (
-    select file_name, list((name, type, logical_type, repetition_type) order by pos) as columns
-    from (select *, row_number() over () as pos from parquet_schema(?))
-    group by file_name
-)"""
-
-
-def _without_union_when_uniform(con: duckdb.DuckDBPyConnection, text: str, root: Path) -> str:
-    """A lake view's SQL, reading its parts without ``union_by_name`` when every part has the
-    same columns in the same order (the same rows then: one footer is bound instead of every
-    part's, at each of the dozens of binds a connection building the marts does: 4 of the
-    7.5 s of the stall views of a 512-node day). Parts of several schemas (written by
-    different versions), or parts whose schema cannot be read: ``text`` as it is."""
-    found = _LAKE_GLOB.search(text)
-    if found is None or not _UNION.search(text):
-        return text
-    try:
-        row = con.execute(_SCHEMAS_SQL, [f"{root}{found.group(1)}"]).fetchone()
-    except duckdb.Error:
-        return text
-    return _UNION.sub("union_by_name = false", text) if row and row[0] == 1 else text
-
-
-def _add_rows(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame) -> None:
-    """The lake table's view ``table`` shows ``rows`` too (its own view renamed ``lake_*``)."""
-    con.register(f"extra_{table}", rows.to_arrow())
-    con.execute(f'alter view "{table}" rename to "lake_{table}"').fetchall()
-    con.execute(f'create view "{table}" as select * from "lake_{table}" '
-                f'union all by name select * from "extra_{table}"').fetchall()
 
 
 def _add_missing_tables(root: Path) -> None:

@@ -217,3 +217,35 @@ ENVELOPE_SOURCES = (
     "smartctl", "nvme-smart-log", "nvme-ocp-smart", "perfquery", "sysfs-ib", "ethtool",
     "prometheus",
 )
+
+#: ``LAKE/derived/``: what the lake computes from its raw tables and stores beside them (the
+#: counter deltas, ``ckptwatch.lake.derived``); never read as input by the ingest.
+DERIVED_DIR = "derived"
+#: The columns of ``stg_counter_deltas``, as DuckDB writes them.
+COUNTER_DELTAS = pa.schema([
+    ("source_table", pa.string()), ("host", pa.string()), ("device", pa.string()),
+    ("port", pa.string()), ("pool", pa.string()), ("counter", pa.string()),
+    ("series_id", pa.uint64()), ("ts", TS), ("prev_ts", TS), ("interval_s", pa.float64()),
+    ("value", pa.float64()), ("prev_value", pa.float64()), ("delta", pa.float64()),
+    ("rate_per_s", pa.float64()), ("reset", pa.bool_()), ("wrapped", pa.bool_()),
+    ("saturated", pa.bool_()), ("invalid", pa.bool_()),
+])
+#: A counter series' key (``series_id`` is its hash).
+SERIES_KEY = ("source_table", "host", "device", "port", "pool", "counter")
+#: The derived tables and their schemas. Per sample (``counter_deltas``) the key's six strings
+#: are not stored but ``series_id``, and the interval in microseconds instead of ``prev_ts``,
+#: ``interval_s`` and ``rate_per_s`` (``derived_counter_deltas`` computes those with
+#: ``stg_counter_deltas``' own formulas): the strings cost more to encode than every other
+#: column together, so they are stored once per series and day (``counter_series``).
+#: ``counter_state``: each series' last valid sample at a day's end (the next day's carry).
+DERIVED_TABLES: dict[str, pa.Schema] = {
+    "counter_deltas": pa.schema([
+        COUNTER_DELTAS.field("series_id"), COUNTER_DELTAS.field("ts"),
+        pa.field("interval_us", pa.int64()),
+        *(COUNTER_DELTAS.field(c) for c in ("value", "prev_value", "delta", "reset", "wrapped",
+                                            "saturated", "invalid")),
+    ]),
+    "counter_series": pa.schema([COUNTER_DELTAS.field(c) for c in ("series_id", *SERIES_KEY)]),
+    "counter_state": pa.schema([*(COUNTER_DELTAS.field(c) for c in SERIES_KEY),
+                                COUNTER_DELTAS.field("ts"), COUNTER_DELTAS.field("value")]),
+}

@@ -42,7 +42,7 @@ import pyarrow.compute  # noqa: F401 - ``Table.cast`` (``write_part``) needs it:
 import pyarrow.parquet as pq  # here, not lazily inside the first commit of a run (~0.1 s)
 
 from ckptwatch.errors import LakeError, LakeLockedError
-from ckptwatch.lake.schema import TABLES, Table
+from ckptwatch.lake.schema import DERIVED_DIR, DERIVED_TABLES, TABLES, Table
 
 SCHEMA_PARTITION = "date=1970-01-01"
 SCHEMA_PART = "part-schema.parquet"
@@ -186,6 +186,16 @@ def atomic_write_table(path: Path, table: pa.Table) -> None:
         raise
 
 
+def _has_schema(path: Path, schema: pa.Schema) -> bool:
+    """True when the Parquet file ``path`` has ``schema``'s columns (names and types, in
+    order)."""
+    try:
+        found = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return False
+    return [(f.name, f.type) for f in found] == [(f.name, f.type) for f in schema]
+
+
 def part_table(table: Table, rows: pl.DataFrame) -> pa.Table:
     """A part's rows as Arrow with the table's canonical schema (as written)."""
     return rows.to_arrow().select(table.schema.names).cast(table.schema)
@@ -323,17 +333,20 @@ class Lake:
         """Write the zero-row schema part of every table that has none (idempotent).
 
         A lake made by an older version lacks the tables added since (``checkpoint_starts``);
-        queries call this so that such a lake reads as having them, empty. The materialised
-        counter deltas (``derived/``, ``ckptwatch.lake.derived``) get their stub too.
+        queries call this so that such a lake reads as having them, empty. The derived tables
+        (``LAKE/derived/``, ``ckptwatch.lake.derived``) get theirs too, and one of another
+        layout is rewritten: ``derived_counter_deltas`` reads before any refresh, and reads its
+        parts without ``union_by_name``, so its columns come from the stub (the days of another
+        layout are stale, never read, until the next refresh rebuilds them).
         """
-        from ckptwatch.lake import derived  # it imports this module
-
         missing = [(stub, t.schema.empty_table()) for t in TABLES.values()
                    if not (stub := self.table_dir(t.name) / SCHEMA_PARTITION / SCHEMA_PART)
                    .exists()]
-        # the derived tables' stubs too (what derived_counter_deltas reads before any
-        # refresh): fsynced together, one journal commit, not one a stub
-        atomic_write_many(missing + derived.missing_stubs(self))
+        for name, schema in DERIVED_TABLES.items():
+            stub = self.root / DERIVED_DIR / name / SCHEMA_PARTITION / SCHEMA_PART
+            if not stub.exists() or not _has_schema(stub, schema):
+                missing.append((stub, schema.empty_table()))
+        atomic_write_many(missing)  # fsynced together: one journal commit, not one a stub
 
     def exists(self) -> bool:
         """True when ``init`` has run here."""

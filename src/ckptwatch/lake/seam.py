@@ -1,0 +1,233 @@
+"""Every run-time rewrite of the view graph of ``sql/``: what a view returns, when it is not
+exactly what its SQL file says, is decided here and nowhere else.
+
+``ckptwatch.lake.query.connect`` builds each view from its file as written, through
+:func:`build_views`; the SQL files hold the rules. The swaps below change how rows are
+computed or where they come from; the first three return the same rows as the files alone:
+
+1. **Lake views, one footer** (:func:`lake_view_sql`): a ``lake/`` view reads its parts without
+   ``union_by_name`` when every part has the same columns in the same order (one footer is
+   bound instead of every part's, at each of the many binds a mart build does).
+2. **Stored counter deltas** (:func:`use_stored_deltas`): ``int_signal_counter_deltas`` reads
+   ``derived_counter_deltas`` (the rows ``ckptwatch.lake.derived.refresh`` stored) instead of
+   computing ``stg_counter_deltas_of``, when every day the connection reads is fresh
+   (``ckptwatch.lake.freshness``) and no rows were added (5). The SQL holds both branches;
+   the variable ``counter_deltas_derived`` picks one (unset, as in the duckdb CLI: computed).
+3. **Pinned views** (:func:`pinned_views`): within a block, a view or parameterless table macro
+   reads a temporary table of its own rows, computed once on entry, so that the views reading
+   it do not compute it again; restored on exit. Attribution pins ``PINNED_VIEWS``,
+   ``PINNED_SAMPLES`` and ``PINNED_SERIES`` (``ckptwatch.analysis.stalls``).
+
+Two swaps give a view other rows, on the caller's request:
+
+4. **Provided views** (``connect(provided=...)``, :func:`provide_views`): a view given as a
+   frame instead of built from ``sql/``; what it reads is not built for it.
+5. **Added rows** (``connect(extra_rows=...)``, :func:`add_rows`): rows added to a lake table's
+   view (``union all by name``) before any other view reads it: raw telemetry not yet ingested
+   (the live watcher). The stored deltas do not hold them, so such a connection computes the
+   deltas (2).
+
+To see what a view returns without any of them, build it in the duckdb CLI (``sql/build.sql``)
+or with ``ckptwatch sql``, which passes neither ``provided`` nor ``extra_rows`` and pins nothing
+(``sql/README.md``, "What a view returns at run time").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from ckptwatch.errors import QueryError
+
+if TYPE_CHECKING:  # polars is imported by the callers that pass frames
+    import polars as pl
+
+#: The view that reads the stored counter deltas when every day read is fresh.
+DERIVED_READER = "int_signal_counter_deltas"
+#: The session variable that picks its branch.
+DERIVED_SWITCH = "counter_deltas_derived"
+
+#: The views ``stall_features`` reads through several marts, computed once per call: the
+#: checkpoint latency (under stalls, stragglers, counter_windows), the stalls (under
+#: stall_ranks, stall_signals) and the stall ranks (under stall_signals); each query would
+#: otherwise recompute them. They are small (a row per checkpoint, per stall, per rank of a
+#: stall). The checkpoint records are not pinned: a million rows held through the signal
+#: queries leave those too little under a 2 GB cap. In this order, so that each is computed
+#: from the pinned ones before it.
+PINNED_VIEWS: tuple[str, ...] = ("checkpoint_latency", "stalls", "stall_ranks")
+#: The per-series statistics (``int_signal_series()``, a table macro of int_signal_noise.sql:
+#: each series' median and MAD, one pass over every sample) that both ``stall_signals`` (its
+#: baselines) and ``int_signal_noise`` read: computed once per call (on one thread when every
+#: thread runs out of memory: :func:`one_thread`), a row per series. Pinned only when there
+#: are stalls to attribute.
+PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
+#: What every reader of ``int_signal_samples`` (``int_signal_series()``, ``stall_signals``,
+#: ``int_signal_noise``, ``counter_windows``) shares, table macros of int_signal_samples.sql
+#: computed once per call: the gauge samples with their intervals
+#: (``int_signal_gauge_samples()``: the SMART and pool signal gauges deduplicated, one ``lag()``
+#: per series), and each drive's write amplification on its common time base
+#: (``int_signal_write_amplification()``, read by ``int_signal_noise`` and ``stall_signals``:
+#: one pass over the two SMART byte counters). The catalog's signal names
+#: (``int_signal_families()``) need no pin: a constant list found when the views are built
+#: (int_signal_counters.sql). Before ``PINNED_SERIES`` (which reads them), and only when there
+#: are stalls to attribute.
+PINNED_SAMPLES: tuple[str, ...] = ("int_signal_gauge_samples", "int_signal_write_amplification")
+
+
+def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path],
+                text: Mapping[str, str], days: tuple[date, date] | None,
+                provided: Mapping[str, pl.DataFrame],
+                extra_rows: Mapping[str, pl.DataFrame]) -> None:
+    """Build ``files`` (view files in build order; ``text``: each one's SQL by view name) on
+    ``con``, with the swaps of the module doc: ``provided`` views first, the stored-deltas
+    switch, then each view, a lake view's parts read with one footer when they allow it and
+    ``extra_rows`` added to its table."""
+    files = list(files)
+    provide_views(con, provided)
+    if any(f.stem == DERIVED_READER for f in files):
+        use_stored_deltas(con, root, days, rows_added=bool(extra_rows))
+    for f in files:
+        sql = text[f.stem]
+        is_lake = f.parent.name == "lake"
+        if is_lake:
+            sql = lake_view_sql(con, sql, root)
+        try:
+            con.execute(sql).fetchall()
+            if is_lake and f.stem in extra_rows:
+                add_rows(con, f.stem, extra_rows[f.stem])
+        except duckdb.Error as exc:
+            raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
+
+
+def provide_views(con: duckdb.DuckDBPyConnection, frames: Mapping[str, pl.DataFrame]) -> None:
+    """Each frame of ``frames`` is the view of its name (its rows registered as
+    ``provided_<name>``, which a caller may read to redefine the view over them)."""
+    for name, frame in frames.items():
+        con.register(f"provided_{name}", frame.to_arrow())
+        con.execute(f'create or replace view "{name}" as select * from '
+                    f'"provided_{name}"').fetchall()
+
+
+def use_stored_deltas(con: duckdb.DuckDBPyConnection, root: Path,
+                      days: tuple[date, date] | None, *, rows_added: bool) -> bool:
+    """Set ``counter_deltas_derived``: true when the stored counter deltas hold every day
+    ``con`` reads and no rows were added to the lake's tables. Returns the value."""
+    from ckptwatch.lake.freshness import is_fresh  # the store (pyarrow): only when needed
+
+    stored = not rows_added and is_fresh(root, days)
+    con.execute(f"SET VARIABLE {DERIVED_SWITCH} = ?", [stored]).fetchall()
+    return stored
+
+
+#: A lake view's glob of its parts (``getvariable('lake') || '/table/*/*.parquet'``).
+_LAKE_GLOB = re.compile(r"getvariable\('lake'\)\s*\|\|\s*'(/[^']+\.parquet)'")
+_UNION = re.compile(r"union_by_name\s*=\s*true", re.I)
+
+#: One row per part of a glob whose columns (names, order, types, nesting) differ from another's.
+_SCHEMAS_SQL = """
+select count(distinct columns) from (
+    select file_name, list((name, type, logical_type, repetition_type) order by pos) as columns
+    from (select *, row_number() over () as pos from parquet_schema(?))
+    group by file_name
+)"""
+
+
+def lake_view_sql(con: duckdb.DuckDBPyConnection, text: str, root: Path) -> str:
+    """A lake view's SQL, reading its parts without ``union_by_name`` when every part has the
+    same columns in the same order (the same rows then: one footer is bound instead of every
+    part's). Parts of several schemas (written by different versions), or parts whose schema
+    cannot be read: ``text`` as it is."""
+    found = _LAKE_GLOB.search(text)
+    if found is None or not _UNION.search(text):
+        return text
+    try:
+        row = con.execute(_SCHEMAS_SQL, [f"{root}{found.group(1)}"]).fetchone()
+    except duckdb.Error:
+        return text
+    return _UNION.sub("union_by_name = false", text) if row and row[0] == 1 else text
+
+
+def add_rows(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame) -> None:
+    """The lake table's view ``table`` shows ``rows`` too (its own view renamed ``lake_*``)."""
+    con.register(f"extra_{table}", rows.to_arrow())
+    con.execute(f'alter view "{table}" rename to "lake_{table}"').fetchall()
+    con.execute(f'create view "{table}" as select * from "lake_{table}" '
+                f'union all by name select * from "extra_{table}"').fetchall()
+
+
+def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    """The statement that creates ``name`` again: a view of the connection, or a table macro
+    without parameters (as ``int_signal_series``); None when it has neither."""
+    row = con.execute("select sql from duckdb_views() where view_name = ? "
+                      "and schema_name = 'main' and not temporary", [name]).fetchone()
+    if row is not None:
+        return str(row[0])
+    row = con.execute("select macro_definition from duckdb_functions() where function_name = ? "
+                      "and schema_name = 'main' and function_type = 'table_macro' "
+                      "and len(parameters) = 0", [name]).fetchone()
+    if row is not None:
+        return f'create or replace macro "{name}"() as table {row[0]}'
+    return None
+
+
+@contextmanager
+def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
+                 one_thread_if_short: bool = False) -> Iterator[None]:
+    """Within the block, each view of ``names`` the connection has (or table macro without
+    parameters) reads a temporary table of its rows, computed once on entry (the views
+    reading it see the same rows, now without recomputing them); on exit the views are as
+    they were and the tables are gone. ``one_thread_if_short``: a table that runs out of
+    DuckDB's memory on every thread is computed again on one (:func:`one_thread`). A view's
+    rows depend on the session variables set before entry (detection settings)."""
+    saved: list[tuple[str, str]] = []
+    try:
+        for name in names:
+            sql = _definition(con, name)
+            if sql is None:  # not built on this connection
+                continue
+            is_view = not sql.startswith("create or replace macro")
+            # Identifiers from the PINNED_* constants, not values: no parameter for them.
+            source = f'"{name}"' if is_view else f'"{name}"()'
+            pin = f'create or replace temp table "pinned_{name}" as select * from {source}'
+            try:
+                con.execute(pin).fetchall()
+            except duckdb.OutOfMemoryException:
+                if not one_thread_if_short:
+                    raise
+                with one_thread(con):
+                    con.execute(pin).fetchall()
+            saved.append((name, sql))
+            if is_view:
+                con.execute(f'create or replace view "{name}" as '
+                            f'select * from temp."pinned_{name}"').fetchall()
+            else:
+                con.execute(f'create or replace macro "{name}"() as table '
+                            f'select * from temp."pinned_{name}"').fetchall()
+        yield
+    finally:
+        for name, sql in reversed(saved):
+            if not sql.startswith("create or replace macro"):
+                con.execute(f'drop view if exists "{name}"').fetchall()
+            con.execute(sql).fetchall()
+            con.execute(f'drop table if exists temp."pinned_{name}"').fetchall()
+
+
+@contextmanager
+def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Within the block, DuckDB runs on one thread (then as many as before). For the series'
+    medians and MADs (``int_signal_series()``) when every thread runs out of memory: each
+    holds its own share of every series' values (the same rows either way, in less memory,
+    more slowly)."""
+    threads = con.execute("select current_setting('threads')").fetchone()
+    con.execute("set threads = 1").fetchall()
+    try:
+        yield
+    finally:
+        if threads is not None:
+            con.execute("set threads = ?", [int(threads[0])]).fetchall()
