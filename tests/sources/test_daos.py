@@ -39,24 +39,24 @@ def _read(name: str) -> str:
     return (REAL / name).read_text()
 
 
-def test_update_latency_per_target_is_the_mean_max_and_cumulative_sum_and_count() -> None:
+def test_update_latency_per_target_is_the_cumulative_sum_count_and_peak() -> None:
     got = parse_daos_metrics(_read("telemetry_guide_io_latency_update_fetch_4MB_per_target.txt"),
                              CTX)
     rows = _by(got["pool_metrics"])
     slow = ("daos", "daos-s1/engine0/tgt_8", )
     # ID: 0/io/latency/update/4MB/tgt_8,15264368,857936,19645847,9109087.453125,64,582981597,…
-    assert rows[(*slow, "write_latency_ms")] == 582981597 / 64 / 1000 == 9109.087453125
-    assert rows[(*slow, "write_latency_max_ms")] == 19645.847
     assert rows[(*slow, "write_latency_us_total")] == 582981597
     assert rows[(*slow, "write_ops")] == 64
-    # tgt_0: the other outlier; the file's mean column (7329515.976190 µs) rounds Σsum / n
-    tgt0 = ("daos", "daos-s1/engine0/tgt_0", "write_latency_ms")
-    assert rows[tgt0] == pytest.approx(7329515.976190 / 1000, abs=1e-9)
-    assert rows[("daos", "daos-s1/engine0/tgt_2", "write_latency_ms")] == 1.452  # 90024 / 62 µs
-    # 16 targets x 4 metrics; the io/latency/fetch rows (reads) are not read
-    assert len(rows) == 64
-    assert {m for _, _, m in rows} == {"write_latency_ms", "write_latency_max_ms",
-                                       "write_latency_us_total", "write_ops"}
+    assert rows[(*slow, "write_latency_peak_ms")] == 19645.847
+    # the mean since the start the file prints (9109087.453125 µs) is the pair's ratio
+    assert rows[(*slow, "write_latency_us_total")] / rows[(*slow, "write_ops")] == 9109087.453125
+    tgt2 = ("daos", "daos-s1/engine0/tgt_2")  # 1252,1122,2275,1452.000000,62,90024
+    assert (rows[(*tgt2, "write_latency_us_total")], rows[(*tgt2, "write_ops")],
+            rows[(*tgt2, "write_latency_peak_ms")]) == (90024, 62, 2.275)
+    # 16 targets x 3 metrics; the io/latency/fetch rows (reads) are not read
+    assert len(rows) == 48
+    assert {m for _, _, m in rows} == {"write_latency_peak_ms", "write_latency_us_total",
+                                       "write_ops"}
     assert LINE_REJECTS not in got
 
 
@@ -66,9 +66,8 @@ def test_the_tree_form_of_a_latency_gauge_reads_as_the_csv_does() -> None:
     rows = _by(parse_daos_metrics(_read("telemetry_guide_latency_unit_format.txt"),
                                   CTX)["pool_metrics"])
     target = ("daos", "daos-s1/engine0/tgt_0")
-    assert rows[(*target, "write_latency_ms")] == 200968 / 2010 / 1000
-    assert rows[(*target, "write_latency_max_ms")] == 3.703
-    assert rows[(*target, "write_ops")] == 2010
+    assert rows == {(*target, "write_latency_us_total"): 200968, (*target, "write_ops"): 2010,
+                    (*target, "write_latency_peak_ms"): 3.703}
 
 
 def test_a_stuck_xstream_shows_as_queue_wait_and_queue_depth() -> None:
@@ -82,14 +81,14 @@ def test_a_stuck_xstream_shows_as_queue_wait_and_queue_depth() -> None:
     assert len(rows) == 23 * 2  # xs_0 … xs_22
 
 
-def test_csv_rows_shorter_than_the_header_are_read_and_active_rpcs_are_the_queue() -> None:
+def test_csv_rows_shorter_than_the_header_are_read_and_active_rpcs_are_summed() -> None:
     # header has 10 fields, the rows 9 (description and units, no std_dev)
     rows = _by(parse_daos_metrics(_read("telemetry_guide_gauges_csv.txt"), CTX)["pool_metrics"])
-    assert rows == {("daos", "daos-s1/engine0", "queue_depth"): 0.0}
+    assert rows == {("daos", "daos-s1/engine0", "active_requests"): 0.0}
     text = ("ID: 1/net/ofi+tcp;ofi_rxm/hg/active_rpcs/ctx_0,3,,,,,,active RPCs,rpcs\n"
             "ID: 1/net/ofi+tcp;ofi_rxm/hg/active_rpcs/ctx_1,4,,,,,,active RPCs,rpcs\n")
     rows = _by(parse_daos_metrics(text, CTX)["pool_metrics"])
-    assert rows == {("daos", "daos-s1/engine1", "queue_depth"): 7.0}
+    assert rows == {("daos", "daos-s1/engine1", "active_requests"): 7.0}
 
 
 def test_an_output_with_nothing_read_is_quarantined_saying_what_is_read() -> None:
@@ -162,10 +161,10 @@ def test_raw_files_under_pool_host_and_envelopes_reach_the_lake(tmp_path: Path) 
         "output": _read("telemetry_guide_sched_cycle_stuck_xs3.txt")}) + "\n")
     report = ingest(raw, tmp_path / "lake")
     assert report.quarantined == 0, [f for f in report.files if f.quarantined]
-    assert report.rows == {"pool_metrics": 64 + 46}
+    assert report.rows == {"pool_metrics": 48 + 46}
     df = Lake(tmp_path / "lake").read("pool_metrics")
-    tgt8 = df.filter(target="daos-s1/engine0/tgt_8", metric="write_latency_ms")
-    assert tgt8.select("pool", "value").rows() == [("daos", 9109.087453125)]
+    tgt8 = df.filter(target="daos-s1/engine0/tgt_8", metric="write_latency_peak_ms")
+    assert tgt8.select("pool", "value").rows() == [("daos", 19645.847)]
     assert tgt8["ts"].to_list() == [datetime(2026, 11, 28, 12, 0, tzinfo=UTC)]  # from the name
     xs3 = df.filter(target="daos-s2/engine0/xs_3", metric="queue_depth")
     assert xs3["value"].to_list() == [72508.0]

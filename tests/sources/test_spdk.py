@@ -57,7 +57,7 @@ def test_write_ticks_become_microseconds_and_unsampled_queue_depth_is_no_reading
     assert rows == {("nvmf-t1/Nvme1n1", "write_bytes"): 4194304.0,
                     ("nvmf-t1/Nvme1n1", "write_ops"): 4.0,
                     ("nvmf-t1/Nvme1n1", "write_latency_us_total"): 2000.0,
-                    ("nvmf-t1/Nvme1n1", "write_latency_max_ms"): 1.0}
+                    ("nvmf-t1/Nvme1n1", "write_latency_peak_ms"): 1.0}
 
 
 def test_bad_iostat_outputs_are_quarantined_with_the_reason() -> None:

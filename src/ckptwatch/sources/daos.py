@@ -12,16 +12,17 @@
 Read, per path (any prefix before the part shown, e.g. ``io/``, is allowed: a ``grep`` of the
 output keeps the leaf's directory only in the CSV form):
 
-* ``latency/update/<size>/tgt_<n>`` (µs; ``update`` is DAOS's write) -> per target
-  ``write_latency_ms`` (Σsum / Σsample_size over the sizes, in ms), ``write_latency_max_ms``
-  (the largest max), and the cumulative ``write_latency_us_total`` (Σsum) and ``write_ops``
-  (Σsample_size), whose deltas give interval means. ``fetch`` (reads) is not read.
+* ``latency/update/<size>/tgt_<n>`` (µs; ``update`` is DAOS's write): its stats cover every
+  sample since the engine started or the metric was reset, so per target the cumulative
+  ``write_latency_us_total`` (Σsum over the sizes) and ``write_ops`` (Σsample_size), whose
+  increases give each interval's mean, and ``write_latency_peak_ms`` (the largest max, since
+  the start). ``fetch`` (reads) is not read.
 * ``sched/cycle_duration/xs_<n>`` (ms) -> ``queue_wait_ms`` and ``sched/cycle_size/xs_<n>``
   (ULTs) -> ``queue_depth`` of that execution stream: the current cycle's length and how many
   user-level threads it runs (a stuck xstream shows a cycle of hours and a run queue of tens
   of thousands).
-* ``net/<provider>/hg/active_rpcs/ctx_<n>`` (RPCs in flight in each network context), summed
-  -> ``queue_depth`` of the engine.
+* ``net/<provider>/hg/active_rpcs/ctx_<n>`` (RPCs being handled in each network context),
+  summed -> ``active_requests`` of the engine.
 * ``pool/<pool>/ops/update/tgt_<n>`` -> ``write_ops`` and ``pool/<pool>/xferred/update/
   tgt_<n>`` -> ``write_bytes`` of that pool's target; ``pool/<pool>/ops/<op>`` for the pool and
   container operations (``pool_connect``, ``cont_open``, …) -> ``metadata_ops_total.<op>``
@@ -264,7 +265,8 @@ def daos_rows(readings: list[Reading], ctx: ToolContext) -> list[dict[str, Any]]
         if _ACTIVE_RPCS.search(r.path):
             target = host_target(ctx, engine)
             rpcs[target] = rpcs.get(target, 0.0) + r.value
-    out += [pool_row(ctx.ts, default_pool, target, "queue_depth", n) for target, n in rpcs.items()]
+    out += [pool_row(ctx.ts, default_pool, target, "active_requests", n)
+            for target, n in rpcs.items()]
     for target, parts in latency.items():
         out += _latency_rows(ctx, default_pool, target, parts)
     for (pool, target), counts in ops.items():
@@ -276,9 +278,9 @@ def daos_rows(readings: list[Reading], ctx: ToolContext) -> list[dict[str, Any]]
 
 def _latency_rows(ctx: ToolContext, pool: str, target: str,
                   parts: list[Reading]) -> list[dict[str, Any]]:
-    """One target's write latency over its I/O sizes: the mean (Σsum / Σsamples, µs -> ms),
-    the largest max, and the cumulative sum and count. A reading without stats (a plain
-    gauge) has no mean to give: none is written for it."""
+    """One target's write latency over its I/O sizes: the cumulative sum (µs) and count, and
+    the largest max since the start (ms). A reading without stats (a plain gauge) has no sum
+    to give: none is written for it."""
     stats = [r for r in parts if r.samples is not None and r.sum is not None]
     if not stats:
         return []
@@ -286,11 +288,9 @@ def _latency_rows(ctx: ToolContext, pool: str, target: str,
     samples = sum(r.samples or 0.0 for r in stats)
     rows = [pool_row(ctx.ts, pool, target, "write_latency_us_total", total_us),
             pool_row(ctx.ts, pool, target, "write_ops", samples)]
-    if samples > 0:
-        rows.append(pool_row(ctx.ts, pool, target, "write_latency_ms", total_us / samples / 1000))
-        maxima = [r.max for r in stats if r.max is not None]
-        if maxima:
-            rows.append(pool_row(ctx.ts, pool, target, "write_latency_max_ms", max(maxima) / 1000))
+    maxima = [r.max for r in stats if r.max is not None and r.samples]
+    if maxima:
+        rows.append(pool_row(ctx.ts, pool, target, "write_latency_peak_ms", max(maxima) / 1000))
     return rows
 
 

@@ -5,7 +5,7 @@
   ``write_bytes``, ``num_write_ops`` -> ``write_ops``, ``write_latency_ticks`` ->
   ``write_latency_us_total`` (ticks × 10⁶ / ``tick_rate``; its delta over ``write_ops``' is
   the interval's mean write latency), and where present ``max_write_latency_ticks`` ->
-  ``write_latency_max_ms`` (the largest since the reset). ``queue_depth`` -> ``queue_depth``
+  ``write_latency_peak_ms`` (the largest since the reset). ``queue_depth`` -> ``queue_depth``
   only when queue-depth sampling is on (``queue_depth_polling_period`` > 0, set by
   ``bdev_set_qd_sampling_period``): with it off SPDK reports 0, which is no reading.
 * ``nvmf_get_stats`` (source ``spdk-nvmf-stats``): its ``pending_bdev_io`` and the RDMA
@@ -113,7 +113,7 @@ def parse_iostat(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]
                           ticks_to_us(ticks, tick_rate))]
         longest = _count(bdev, "max_write_latency_ticks", where)
         if longest is not None and ops > 0:
-            rows.append(pool_row(ctx.ts, pool, target, "write_latency_max_ms",
+            rows.append(pool_row(ctx.ts, pool, target, "write_latency_peak_ms",
                                  ticks_to_us(longest, tick_rate) / 1000))
         period = _count(bdev, "queue_depth_polling_period", where)
         depth = _count(bdev, "queue_depth", where)
