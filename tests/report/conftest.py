@@ -1,5 +1,6 @@
-"""Fixtures of the report tests: the sample lake (ingested once), its stalls, its daily report
-and its gc stall, all with rules-only attribution (no trained model, no config file)."""
+"""Fixtures of the report tests: the sample lake's (``sample_lake``, tests/conftest.py) stalls,
+its daily report and its gc stall, all with rules-only attribution (no trained model, no config
+file)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from tests.conftest import PROJECT_ROOT
 
 from ckptwatch.alerts.evaluate import run_alerts
 from ckptwatch.analysis.findings import StallFindings, find_stalls
-from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.query import connect
 from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
 from ckptwatch.report.postmortem import StallCase, open_stall
@@ -41,15 +41,6 @@ def rules_only() -> Iterator[None]:
     (for every test module here: the post-mortem's command line and kernel read it too)."""
     with rules_only_env():
         yield
-
-
-@pytest.fixture(scope="session")
-def sample_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """data/sample ingested into a fresh lake, once for the report tests."""
-    lake = tmp_path_factory.mktemp("report") / "lake"
-    with rules_only_env():
-        ingest(SAMPLE, lake)
-    return lake
 
 
 @pytest.fixture(scope="session")
