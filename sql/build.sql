@@ -19,9 +19,10 @@
 .read sql/staging/stg_checkpoint_writes.sql
 .read sql/staging/stg_fabric_counters.sql
 .read sql/staging/stg_jobs.sql
-.read sql/staging/stg_metric_names.sql
+.read sql/staging/stg_pool_vocabulary.sql
 .read sql/staging/stg_quarantine.sql
 .read sql/staging/stg_topology.sql
+.read sql/staging/stg_metric_names.sql
 .read sql/staging/stg_nvme_smart.sql
 .read sql/staging/stg_pool_metrics.sql
 .read sql/staging/stg_metric_samples.sql
@@ -30,6 +31,7 @@
 .read sql/intermediate/int_lake_skipped_rows.sql
 .read sql/intermediate/int_lake_table_rows.sql
 .read sql/intermediate/int_node_leaves.sql
+.read sql/intermediate/int_pool_interval_means.sql
 .read sql/intermediate/int_signal_catalog.sql
 .read sql/intermediate/int_window_samples.sql
 .read sql/intermediate/int_signal_counters.sql

@@ -1,8 +1,10 @@
 -- stg_metric_names: one row per (source_table, metric): every counter / metric name present in
 -- fabric_counters, nvme_smart and pool_metrics, its kind and, for counters, its limits.
 -- kind: counter: cumulative (deltas in stg_counter_deltas); gauge: a level that passes through.
--- Every fabric counter is cumulative. For SMART and pool metrics the unit suffix of the name
--- decides (units live in names: host_written_bytes, write_bytes, power_on_hours,
+-- Every fabric counter is cumulative. A pool metric whose base name (the text before the first
+-- dot: write_ops.job=1234 -> write_ops) is in the pool vocabulary (stg_pool_vocabulary) has the
+-- vocabulary's kind (write_ops: counter); for any other SMART or pool metric the unit suffix of
+-- the whole name decides (units live in names: host_written_bytes, write_bytes, power_on_hours,
 -- controller_busy_time_min, …); a name that matches no counter suffix is a gauge
 -- (temperature_c, free_blocks_pct, gc_active, metadata_latency_ms, critical_warning, and the
 -- pool's metadata_ops, which the pool format reports as operations per second; a cumulative
@@ -29,6 +31,10 @@ smart as (
 
 pool as (
     select * from pool_metrics
+),
+
+pool_vocabulary as (
+    select * from stg_pool_vocabulary
 ),
 
 counter_suffixes as (
@@ -90,7 +96,7 @@ names as (
     select distinct 'pool_metrics' as source_table, metric from pool
 ),
 
-kinds as (
+by_suffix as (
     select
         names.source_table,
         names.metric,
@@ -102,6 +108,17 @@ kinds as (
     from names
     left join counter_suffixes on ends_with(names.metric, counter_suffixes.name_suffix)
     group by names.source_table, names.metric
+),
+
+kinds as (
+    select
+        by_suffix.source_table,
+        by_suffix.metric,
+        coalesce(pool_vocabulary.kind, by_suffix.kind) as kind,
+    from by_suffix
+    left join pool_vocabulary
+        on by_suffix.source_table = 'pool_metrics'
+        and split_part(by_suffix.metric, '.', 1) = pool_vocabulary.metric
 ),
 
 limits as (

@@ -1,8 +1,9 @@
 -- stg_pool_metrics: one row per (pool, target, metric, ts): disaggregated-pool telemetry, with
--- its kind (counter: cumulative, e.g. write_bytes; gauge: gc_active, free_blocks_pct,
--- metadata_latency_ms, metadata_ops per second; see stg_metric_names). Duplicate samples (same
+-- its kind (counter: cumulative, e.g. write_bytes, write_ops, write_latency_us_total; gauge:
+-- gc_active, free_blocks_pct, metadata_latency_ms, metadata_ops per second, queue_depth; the
+-- pool vocabulary is stg_pool_vocabulary, kinds stg_metric_names). Duplicate samples (same
 -- key and ts) collapse to the most recently ingested one (ties: later source file).
--- Deltas: stg_counter_deltas.
+-- Deltas: stg_counter_deltas; interval means of the cumulative sums: int_pool_interval_means.
 create or replace view stg_pool_metrics as
 with
 source as (

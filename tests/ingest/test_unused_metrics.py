@@ -19,7 +19,7 @@ def test_a_pool_csv_of_names_no_signal_reads_is_listed_and_kept(tmp_path: Path) 
         for s in (4, 14, 24) for name in ("mdt_open_latency_ms", "ost_gc")))
     (raw / "pool" / "pool_metrics.csv").write_text(POOL_HEADER + "".join(
         f"2026-11-28T00:00:{s:02d}Z,pool0,ost03,{name},1\n"
-        for s in (4, 14) for name in ("gc_active", "metadata_latency_ms", "queue_depth")))
+        for s in (4, 14) for name in ("gc_active", "metadata_latency_ms", "ost_queue_len")))
     report = ingest(raw, tmp_path / "lake")
     assert report.count("ingested") == 2 and report.quarantined == 0
     assert report.rows == {"pool_metrics": 12}  # kept: a warning, not a rejection
@@ -28,15 +28,31 @@ def test_a_pool_csv_of_names_no_signal_reads_is_listed_and_kept(tmp_path: Path) 
     lustre = by_file["pool/lustre.csv"]
     assert (lustre.table, lustre.names, lustre.n_used) == (
         "pool_metrics", {"mdt_open_latency_ms": 3, "ost_gc": 3}, 0)
-    assert by_file["pool/pool_metrics.csv"].names == {"queue_depth": 2}
+    assert by_file["pool/pool_metrics.csv"].names == {"ost_queue_len": 2}
     assert by_file["pool/pool_metrics.csv"].n_used == 2
     text = render_ingest(report)
     assert ("unused metric names: pool/lustre.csv: none of its 2 pool_metrics name(s) is read "
             "by the analysis, a misnamed feed?") in text
     assert ("unused metric names: pool_metrics: 3 name(s) no analysis reads, rows kept: "
-            "mdt_open_latency_ms (3), ost_gc (3), queue_depth (2); in 2 file(s): "
+            "mdt_open_latency_ms (3), ost_gc (3), ost_queue_len (2); in 2 file(s): "
             "pool/lustre.csv 2, pool/pool_metrics.csv 1") in text
     assert text.count("mdt_open_latency_ms") == 1  # each name listed once
+
+
+def test_pool_vocabulary_names_are_mapped_and_only_the_others_are_named(
+        tmp_path: Path) -> None:
+    # the pool vocabulary (docs/formats.md): base name before the first dot, any qualifier
+    raw = tmp_path / "raw"
+    (raw / "pool").mkdir(parents=True)
+    names = ("queue_depth", "write_latency_us_total.job=1234", "metadata_ops_total.open",
+             "background_active.scrub", "ost_write_lat", "queue.depth")
+    (raw / "pool" / "daos.csv").write_text(POOL_HEADER + "".join(
+        f"2026-11-28T00:00:04Z,pool0,engine0/tgt_3,{name},1\n" for name in names))
+    report = ingest(raw, tmp_path / "lake")
+    (unused,) = report.unused_metrics
+    assert (unused.names, unused.n_used) == ({"ost_write_lat": 1, "queue.depth": 1}, 4)
+    assert ("pool_metrics: 2 name(s) no analysis reads, rows kept: ost_write_lat (1), "
+            "queue.depth (1); in 1 file(s): pool/daos.csv 2") in render_ingest(report)
 
 
 def test_a_rerun_ingesting_nothing_new_names_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,425 @@
+"""Lustre server statistics as ``lctl get_param`` prints them -> ``pool_metrics`` rows.
+
+Run on each OSS and MDS (docs/formats.md, "Lustre"); the parameters read, each under its name
+(``name=`` then its lines; a value may start on the name's own line):
+
+* ``obdfilter.<fs>-OSTnnnn.stats``: ``write [usecs]`` -> ``write_ops`` (its samples),
+  ``write_latency_us_total`` (its sum), ``write_latency_peak_ms`` (its max);
+  ``write_bytes [bytes]`` -> ``write_bytes`` (its sum). target = the OST, pool = its fsname.
+* ``mdt.<fs>-MDTnnnn.md_stats``: each operation ``<op> [usecs]`` ->
+  ``metadata_ops_total.<op>``, ``metadata_latency_us_total.<op>``,
+  ``metadata_latency_peak_ms.<op>``, and the unqualified sums over the operations (the
+  aggregate). target = the MDT.
+* ``ost.OSS.ost_io.stats`` (the OSS bulk I/O service) and ``mds.MDS.mdt.stats`` (the MDS
+  request service): ``req_qdepth`` -> ``queue_requests_total`` (its samples: one per request)
+  and ``queue_depth_total`` (its sum), ``req_waittime`` -> ``queue_wait_us_total``,
+  ``req_active`` -> ``active_requests_total``; ``ost_write`` -> ``write_*`` and ``mds_*``
+  operations -> ``metadata_*.<op>`` as above. These services belong to a server, not to one
+  target: target = ``<node>/ost_io`` or ``<node>/mdt`` (a server may run both), pool =
+  ``lustre``.
+* ``<osd>.<fs>-OSTnnnn.brw_stats`` (``osd-ldiskfs``, ``osd-zfs``, ``obdfilter``): the write
+  column of ``disk I/Os in flight`` -> ``queue_requests_total.disk`` (I/Os) and
+  ``queue_depth_total.disk`` (each I/O's bucket, the I/Os in flight when it was issued, summed;
+  only when the buckets are single counts 1, 2, 3, …: power-of-two buckets are ranges).
+  ``I/O time`` is not read: its power-of-two buckets bound a latency, they do not give one.
+  A bare block (``lctl get_param -n``) names no target: the envelope's ``device``
+  (``fs-OST0000``) gives it.
+* ``obdfilter.<fs>-OSTnnnn.job_stats`` and ``mdt.<fs>-MDTnnnn.job_stats``: per job id the same
+  write and metadata names, qualified ``.job=<job id>`` (``write_ops.job=1234``); each job's
+  own ``snapshot_time`` is its time. The job id is Lustre's (``jobid_var``, ``jobid_name``):
+  mapping it to a checkpoint job is the reader of these rows' business (docs/formats.md).
+
+Every stats block's ``snapshot_time`` is the rows' time (a value below 10^9 s is time since
+boot, printed by some versions: the file's time is used instead). Lustre prints only the
+counters that have samples, so a counter read here that is absent is written as 0: a cleared
+stats file then reads as a drop, which the lake's counter rules treat as a reset
+(stg_counter_deltas). Other parameters in the same dump (``ldlm.*``, ``osd-*.kbytesfree``,
+per-export stats, …) are passed over. A line of a block read here that is not in its format is a
+``RecordError`` naming the line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ckptwatch.errors import RecordError
+from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.textkv import shorten
+
+SOURCE = "lctl"
+#: pool of the per-server service stats (ost.OSS.*, mds.MDS.*): a server may serve several
+#: file systems, so they are not one file system's.
+SERVER_POOL = "lustre"
+#: A ``snapshot_time`` below this (2001-09-09) is seconds since boot, not a date.
+MIN_EPOCH_S = 1e9
+
+_HEADER = re.compile(r"^(?P<name>[A-Za-z][\w.\-@:*\[\]]*)=(?P<value>.*)$")
+_OST_STATS = re.compile(r"obdfilter\.(?P<t>[^.]+)\.stats")
+_MD_STATS = re.compile(r"mdt\.(?P<t>[^.]+)\.md_stats")
+_SERVICE = re.compile(r"ost\.OSS\.ost_io\.stats|mds\.MDS\.mdt\.stats")
+_BRW = re.compile(r"(?:osd-[a-z]+|obdfilter)\.(?P<t>[^.]+)\.brw_stats")
+_JOBS = re.compile(r"(?P<kind>obdfilter|mdt)\.(?P<t>[^.]+)\.job_stats")
+#: A data or metadata target's name: ``<fsname>-OSTnnnn`` / ``<fsname>-MDTnnnn``.
+_TARGET = re.compile(r"(?P<fs>.+)-(?:OST|MDT)[0-9a-fA-F]{4}")
+
+_TIME = re.compile(r"(?P<key>snapshot_time|start_time|elapsed_time):?\s+(?P<v>\d+(?:\.\d+)?)"
+                   r"(?:\s+\(?secs\.[nu]secs\)?)?")
+_STAT = re.compile(r"(?P<op>\S+)\s+(?P<n>\d+)\s+samples\s+\[(?P<unit>[^\]]*)\]"
+                   r"(?:\s+(?P<min>-?\d+)\s+(?P<max>-?\d+)\s+(?P<sum>-?\d+)(?:\s+-?\d+)?)?")
+_TIME_UNITS = {"usec", "usecs"}
+#: Operations of md_stats / an MDT's job_stats that move file data (Data-on-MDT), not metadata.
+DATA_OPS = frozenset({"read", "write", "read_bytes", "write_bytes", "punch", "fallocate"})
+
+_BRW_COLUMNS = re.compile(r"\s*read\s*\|\s*write\s*")
+_BRW_TITLE = re.compile(r"(?P<title>\S.*?)\s+\w+\s+%\s+cum\s+%\s+\|\s+\w+\s+%\s+cum\s+%")
+_BRW_BUCKET = re.compile(r"(?P<label>\w+):\s+\d+\s+\d+\s+\d+\s*\|\s*(?P<w>\d+)\s+\d+\s+\d+")
+IN_FLIGHT = "disk I/Os in flight"
+
+_JOB_ID = re.compile(r"-\s+job_id:\s*(?P<id>.*)")
+_JOB_STAT = re.compile(r"(?P<op>\w+):\s*\{(?P<body>.*)\}")
+_JOB_FIELD = re.compile(r"(?P<k>\w+):\s*(?P<v>[^,]*)")
+
+
+def _is_header(line: str) -> re.Match[str] | None:
+    return _HEADER.match(line) if line[:1].isalpha() else None
+
+
+def _reads(name: str) -> bool:
+    return any(p.fullmatch(name) for p in (_OST_STATS, _MD_STATS, _SERVICE, _BRW, _JOBS))
+
+
+def _bare_brw(text: str) -> bool:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first.startswith("snapshot_time") and IN_FLIGHT in text
+
+
+def detect(output: Any) -> bool:
+    """``lctl get_param`` text holding a parameter read here (``obdfilter.*.stats``, …), or a
+    bare ``brw_stats`` block."""
+    if not isinstance(output, str):
+        return False
+    for line in output.splitlines():
+        m = _is_header(line)
+        if m and _reads(m.group("name")):
+            return True
+    return _bare_brw(output)
+
+
+@dataclass
+class _Block:
+    """One parameter: its name, the line of its name, and its lines (number, text)."""
+
+    name: str
+    line: int
+    lines: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _blocks(text: str) -> Iterator[_Block]:
+    block: _Block | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _is_header(line)
+        if m:
+            if block is not None:
+                yield block
+            block = _Block(m.group("name"), number)
+            if m.group("value").strip():
+                block.lines.append((number, m.group("value")))
+        elif block is not None:
+            block.lines.append((number, line))
+    if block is not None:
+        yield block
+
+
+class _Rows:
+    """The rows of one output: each block's time and target, then name -> value."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self.rows: list[dict[str, Any]] = []
+
+    def time(self, seconds: float | None) -> datetime:
+        if seconds is None or seconds < MIN_EPOCH_S:
+            return self.ctx.ts
+        return datetime.fromtimestamp(seconds, tz=UTC)
+
+    def add(self, ts: datetime, pool: str, target: str, values: dict[str, float]) -> None:
+        self.rows += [{"ts": ts, "pool": pool, "target": target, "metric": metric,
+                       "value": float(value)} for metric, value in values.items()]
+
+
+def _where(block: _Block, number: int, line: str) -> str:
+    return f"line {number}: {block.name}: {shorten(line.strip(), 60)!r}"
+
+
+@dataclass(frozen=True)
+class _Stat:
+    op: str
+    samples: int
+    unit: str
+    max: int | None
+    sum: int | None
+
+    @property
+    def timed(self) -> bool:
+        return self.unit in _TIME_UNITS and self.sum is not None
+
+
+def _stats(block: _Block) -> tuple[float | None, dict[str, _Stat]]:
+    """A stats block: its snapshot_time and its counters by name."""
+    snapshot: float | None = None
+    stats: dict[str, _Stat] = {}
+    for number, line in block.lines:
+        text = line.strip()
+        if not text:
+            continue
+        t = _TIME.fullmatch(text)
+        if t:
+            if t.group("key") == "snapshot_time":
+                snapshot = float(t.group("v"))
+            continue
+        s = _STAT.fullmatch(text)
+        if not s:
+            raise RecordError(f"{_where(block, number, line)} is not a stats line "
+                              "('<name> <count> samples [<unit>] <min> <max> <sum> …')")
+        stats[s.group("op")] = _Stat(
+            s.group("op"), int(s.group("n")), s.group("unit"),
+            int(s.group("max")) if s.group("max") is not None else None,
+            int(s.group("sum")) if s.group("sum") is not None else None)
+    return snapshot, stats
+
+
+def _write(stat: _Stat | None, bytes_stat: _Stat | None = None, suffix: str = "") -> dict[
+        str, float]:
+    """write_* from a ``write`` (``ost_write``) counter; absent: no writes (zeros)."""
+    out: dict[str, float] = {}
+    if stat is not None and stat.timed:
+        out[f"write_ops{suffix}"] = stat.samples
+        out[f"write_latency_us_total{suffix}"] = float(stat.sum or 0)
+        if stat.max is not None:
+            out[f"write_latency_peak_ms{suffix}"] = stat.max / 1000
+    elif stat is not None:
+        out[f"write_ops{suffix}"] = stat.samples
+    elif bytes_stat is not None:
+        out[f"write_ops{suffix}"] = bytes_stat.samples
+    else:
+        out[f"write_ops{suffix}"] = 0.0
+        out[f"write_latency_us_total{suffix}"] = 0.0
+    return out
+
+
+def _metadata(ops: list[_Stat], suffix: str = "", *, per_op: bool = True) -> dict[str, float]:
+    """metadata_* per operation (``per_op``) and summed over the operations (the unqualified
+    aggregate, or ``suffix``'s). When any operation has a time, the sums are over the timed
+    ones only, so that the aggregate latency over the aggregate count is a mean."""
+    out: dict[str, float] = {}
+    timed = [s for s in ops if s.timed]
+    for s in ops if per_op else []:
+        out[f"metadata_ops_total.{s.op}"] = s.samples
+        if s.timed:
+            out[f"metadata_latency_us_total.{s.op}"] = float(s.sum or 0)
+            if s.max is not None:
+                out[f"metadata_latency_peak_ms.{s.op}"] = s.max / 1000
+    counted = timed or ops
+    out[f"metadata_ops_total{suffix}"] = float(sum(s.samples for s in counted))
+    if timed or not ops:
+        out[f"metadata_latency_us_total{suffix}"] = float(sum(s.sum or 0 for s in timed))
+    peaks = [s.max for s in timed if s.max is not None and s.samples]
+    if peaks:
+        out[f"metadata_latency_peak_ms{suffix}"] = max(peaks) / 1000
+    return out
+
+
+def _queue(stats: dict[str, _Stat]) -> dict[str, float]:
+    depth, wait, active = (stats.get(k) for k in ("req_qdepth", "req_waittime", "req_active"))
+    return {
+        "queue_requests_total": depth.samples if depth else 0,
+        "queue_depth_total": (depth.sum or 0) if depth else 0,
+        "queue_wait_us_total": (wait.sum or 0) if wait else 0,
+        "active_requests_total": (active.sum or 0) if active else 0,
+    }
+
+
+def _fs(block: _Block, target: str) -> str:
+    m = _TARGET.fullmatch(target)
+    if not m:
+        raise RecordError(f"line {block.line}: {block.name}: {target!r} is not a Lustre target "
+                          "name (<fsname>-OSTnnnn or <fsname>-MDTnnnn)")
+    return m.group("fs")
+
+
+def _read_ost_stats(block: _Block, target: str, out: _Rows) -> None:
+    snapshot, stats = _stats(block)
+    values = _write(stats.get("write"), stats.get("write_bytes"))
+    wb = stats.get("write_bytes")
+    values["write_bytes"] = float(wb.sum or 0) if wb else 0.0
+    out.add(out.time(snapshot), _fs(block, target), target, values)
+
+
+def _read_md_stats(block: _Block, target: str, out: _Rows) -> None:
+    snapshot, stats = _stats(block)
+    ops = [s for s in stats.values() if s.op not in DATA_OPS]
+    out.add(out.time(snapshot), _fs(block, target), target, _metadata(ops))
+
+
+def _read_service(block: _Block, out: _Rows) -> None:
+    snapshot, stats = _stats(block)
+    values = _queue(stats)
+    if block.name.startswith("ost."):
+        values.update(_write(stats.get("ost_write")))
+    else:
+        values.update(_metadata([s for s in stats.values() if s.op.startswith("mds_")]))
+    service = block.name.split(".")[2]  # ost_io, mdt
+    out.add(out.time(snapshot), SERVER_POOL, f"{out.ctx.node}/{service}", values)
+
+
+def _read_brw(block: _Block, target: str, out: _Rows) -> None:
+    snapshot: float | None = None
+    section: str | None = None
+    ios = depth = 0
+    seen = False
+    # One bucket per in-flight count (1, 2, 3, …): the sum of each I/O's bucket is exact. Some
+    # versions bin by powers of two (1, 2, 4, 8, …): a bucket is then a range, and the depth is
+    # not written (only the I/Os).
+    linear = True
+    previous: int | None = None
+    for number, line in block.lines:
+        text = line.strip()
+        if not text or _BRW_COLUMNS.fullmatch(text):
+            continue
+        t = _TIME.fullmatch(text)
+        if t:
+            if t.group("key") == "snapshot_time":
+                snapshot = float(t.group("v"))
+            continue
+        title = _BRW_TITLE.fullmatch(text)
+        if title:
+            section = title.group("title")
+            seen = seen or section == IN_FLIGHT
+            continue
+        bucket = _BRW_BUCKET.fullmatch(text)
+        if not bucket or section is None:
+            raise RecordError(f"{_where(block, number, line)} is not a brw_stats line (a "
+                              "section title or '<bucket>: <ios> % cum % | <ios> % cum %')")
+        if section == IN_FLIGHT:
+            label = bucket.group("label")
+            if not label.isdigit():
+                raise RecordError(f"{_where(block, number, line)}: an I/Os-in-flight bucket is "
+                                  "not a whole number")
+            linear = linear and (previous is None or int(label) == previous + 1)
+            previous = int(label)
+            ios += int(bucket.group("w"))
+            depth += int(label) * int(bucket.group("w"))
+    if not seen:
+        return
+    fs = _fs(block, target) if _TARGET.fullmatch(target) else SERVER_POOL
+    values: dict[str, float] = {"queue_requests_total.disk": ios}
+    if linear:
+        values["queue_depth_total.disk"] = depth
+    out.add(out.time(snapshot), fs, target, values)
+
+
+def _job_id(raw: str) -> str:
+    text = raw.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return text
+
+
+def _job_stat(block: _Block, number: int, line: str, op: str, body: str) -> _Stat:
+    body = re.sub(r"hist:\s*\{[^}]*\}", "", body)
+    fields = {m.group("k"): m.group("v").strip() for m in _JOB_FIELD.finditer(body)}
+    try:
+        samples = int(fields["samples"])
+        high = int(fields["max"]) if "max" in fields else None
+        total = int(fields["sum"]) if "sum" in fields else None
+    except (KeyError, ValueError):
+        raise RecordError(f"{_where(block, number, line)} is not a job_stats counter "
+                          "('<op>: { samples: N, unit: U, min: a, max: b, sum: c … }')") from None
+    return _Stat(op, samples, fields.get("unit", ""), high, total)
+
+
+def _read_jobs(block: _Block, kind: str, target: str, out: _Rows) -> None:
+    fs = _fs(block, target)
+    job: str | None = None
+    snapshot: float | None = None
+    stats: dict[str, _Stat] = {}
+
+    def flush() -> None:
+        if job is None:
+            return
+        suffix = f".job={job}"
+        if kind == "obdfilter":
+            values = _write(stats.get("write"), stats.get("write_bytes"), suffix)
+            wb = stats.get("write_bytes")
+            values[f"write_bytes{suffix}"] = float(wb.sum or 0) if wb else 0.0
+        else:
+            values = _metadata([s for s in stats.values() if s.op not in DATA_OPS], suffix,
+                               per_op=False)
+        out.add(out.time(snapshot), fs, target, values)
+
+    for number, line in block.lines:
+        text = line.strip()
+        if not text or text == "job_stats:":
+            continue
+        j = _JOB_ID.fullmatch(text)
+        if j:
+            flush()
+            job, snapshot, stats = _job_id(j.group("id")), None, {}
+            if not job:
+                raise RecordError(f"{_where(block, number, line)}: empty job id")
+            continue
+        if job is None:
+            raise RecordError(f"{_where(block, number, line)} comes before any '- job_id:'")
+        t = _TIME.fullmatch(text)
+        if t:
+            if t.group("key") == "snapshot_time":
+                snapshot = float(t.group("v"))
+            continue
+        s = _JOB_STAT.fullmatch(text)
+        if not s:
+            raise RecordError(f"{_where(block, number, line)} is not a job_stats line")
+        stats[s.group("op")] = _job_stat(block, number, line, s.group("op"), s.group("body"))
+    flush()
+
+
+@register_tool(SOURCE, detect)
+def parse_lctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
+    """``lctl get_param`` text of an OSS or MDS -> ``pool_metrics`` rows."""
+    if not isinstance(output, str):
+        raise RecordError(f"lctl output is text, not {type(output).__name__}")
+    out = _Rows(ctx)
+    read = 0
+    for block in _blocks(output):
+        name = block.name
+        if m := _OST_STATS.fullmatch(name):
+            _read_ost_stats(block, m.group("t"), out)
+        elif m := _MD_STATS.fullmatch(name):
+            _read_md_stats(block, m.group("t"), out)
+        elif _SERVICE.fullmatch(name):
+            _read_service(block, out)
+        elif m := _BRW.fullmatch(name):
+            if m.group("t") == "MGS":
+                continue  # the management server's disk: no data or metadata target
+            _read_brw(block, m.group("t"), out)
+        elif m := _JOBS.fullmatch(name):
+            _read_jobs(block, m.group("kind"), m.group("t"), out)
+        else:
+            continue
+        read += 1
+    if read == 0 and _bare_brw(output):
+        if not ctx.device or not _TARGET.fullmatch(ctx.device):
+            raise RecordError("a bare brw_stats block names no target: collect it with "
+                              "`lctl get_param osd-*.*.brw_stats` (with the names), or give "
+                              "the envelope a 'device' (the target, e.g. fs-OST0000)")
+        lines = list(enumerate(output.splitlines(), start=1))
+        _read_brw(_Block(f"{ctx.device}.brw_stats", 1, lines), ctx.device, out)
+        read = 1
+    if read == 0:
+        raise RecordError("lctl output holds none of the parameters read (obdfilter.*.stats, "
+                          "mdt.*.md_stats, ost.OSS.ost_io.stats, mds.MDS.mdt.stats, "
+                          "*.brw_stats, *.job_stats)")
+    return {"pool_metrics": out.rows}
