@@ -70,6 +70,39 @@ def test_the_tree_form_of_a_latency_gauge_reads_as_the_csv_does() -> None:
                     (*target, "write_latency_peak_ms"): 3.703}
 
 
+#: A whole-tree ``daos_metrics`` output in the form of the guide's samples (values ours): two
+#: I/O sizes of one target, a timestamp leaf, and a read leaf whose value is not a number.
+TREE = """\
+ID: 2
+  started_at: Tue Nov 28 10:00:00 2023
+  events
+    dead_ranks: 0 events
+  io
+    latency
+      update
+        1MB
+          tgt_0: 900 us [min: 100, max: 5000, avg: 800, sum: 8000, stddev: 10, samples: 10]
+        4MB
+          tgt_0: 2000 us [min: 1000, max: 9000, avg: 2000, sum: 40000, stddev: 9, samples: 20]
+  sched
+    cycle_duration
+      xs_2: 7 ms [min: 0, max: 9, avg: 1, sum: 12, stddev: 1, samples: 57]
+    cycle_size
+      xs_2: junk
+"""
+
+
+def test_a_whole_tree_sums_the_sizes_skips_text_leaves_and_rejects_a_bad_read_leaf() -> None:
+    got = parse_daos_metrics(TREE, CTX)
+    rows = _by(got["pool_metrics"])
+    tgt = ("daos", "daos-s1/engine2/tgt_0")
+    assert rows == {(*tgt, "write_latency_us_total"): 48000.0, (*tgt, "write_ops"): 30.0,
+                    (*tgt, "write_latency_peak_ms"): 9.0,
+                    ("daos", "daos-s1/engine2/xs_2", "queue_wait_ms"): 7.0}
+    assert [r["reason"] for r in got[LINE_REJECTS]] == [
+        "daos_metrics line 16: sched/cycle_size/xs_2: the value is not a number: 'xs_2: junk'"]
+
+
 def test_a_stuck_xstream_shows_as_queue_wait_and_queue_depth() -> None:
     rows = _by(parse_daos_metrics(_read("telemetry_guide_sched_cycle_stuck_xs3.txt"),
                                   CTX)["pool_metrics"])

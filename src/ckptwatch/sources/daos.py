@@ -37,7 +37,9 @@ and RPC metrics belong to no one pool).
 ``stopped``/``failed`` -> 0, for the pool (target = the pool: a rebuild moves data on all of
 its targets).
 
-Not read (no vocabulary signal, or no level in one snapshot): the VOS aggregation and scrubber
+A value that is not a number (a timestamp, a string) is skipped, unless its path is one of those
+read: that line is quarantined alone. Not read (no vocabulary signal, or no level in one
+snapshot): the VOS aggregation and scrubber
 counters (``pool/<pool>/vos_aggregation/*``, ``pool/<pool>/scrubber/*``: cumulative counts,
 whose change over an interval would say whether the work ran), network, NVMe error and
 other counters. Timestamps: the envelope's ``collected_at`` or the file's name or mtime
@@ -74,6 +76,8 @@ _TREE_ID = re.compile(r"^\s*ID:\s*(?P<engine>\d+)\s*$")
 _TREE_LEAF = re.compile(r"^(?P<indent>\s*)(?P<name>[^:\s][^:]*):\s*(?P<value>-?\d+(?:\.\d+)?)"
                         r"\s*(?P<unit>[^\[,]*?)\s*(?:\[(?P<stats>[^\]]*)\])?\s*(?:,.*)?$")
 _TREE_DIR = re.compile(r"^(?P<indent>\s*)(?P<name>[^:\s]+)\s*$")
+#: A leaf whose value is not a number (a timestamp, a string): nothing ckptwatch reads.
+_TREE_TEXT = re.compile(r"^(?P<indent>\s*)(?P<name>[^:\s][^:]*):\s*\S")
 _STAT = re.compile(r"^\s*(?P<key>min|max|avg|mean|sum|stddev|samples)\s*:\s*"
                    r"(?P<value>-?\d+(?:\.\d+)?)\s*$")
 
@@ -125,12 +129,20 @@ def _number(text: str) -> float | None:
         return None
 
 
-def _csv_reading(engine: str, path: str, rest: str, line: int) -> Reading | str:
-    """A CSV row's reading, or the problem with it."""
+def is_read(path: str) -> bool:
+    """Whether a telemetry path is one ckptwatch reads (see the module doc)."""
+    return bool(_UPDATE_LATENCY.search(path) or _CYCLE.search(path)
+                or _POOL_TARGET.match(path) or _POOL_OP.match(path)
+                or _ACTIVE_RPCS.search(path))
+
+
+def _csv_reading(engine: str, path: str, rest: str, line: int) -> Reading | str | None:
+    """A CSV row's reading, the problem with it, or None: a value that is not a number (a
+    timestamp, a string) of a path ckptwatch does not read."""
     fields = rest.split(",")
     value = _number(fields[0])
     if value is None:
-        return f"value {fields[0]!r} is not a number"
+        return f"value {fields[0]!r} is not a number" if is_read(path.strip()) else None
     reading = Reading(engine, path.strip(), value, line)
     # A stats gauge has min,max,mean,sample_size,sum (then std_dev); a counter or plain gauge
     # leaves them empty, and its description and units follow in fewer fields than the header.
@@ -151,7 +163,8 @@ def _tree_readings(lines: list[tuple[int, str]], engine: str) -> Iterator[Readin
             continue
         leaf = _TREE_LEAF.match(line)
         folder = None if leaf else _TREE_DIR.match(line)
-        m = leaf or folder
+        text = None if leaf or folder else _TREE_TEXT.match(line)
+        m = leaf or folder or text
         if m is None:
             yield (i, line, "not a 'name: value unit [stats]' leaf or a directory name")
             continue
@@ -162,8 +175,11 @@ def _tree_readings(lines: list[tuple[int, str]], engine: str) -> Iterator[Readin
         if folder:
             stack.append((indent, name))
             continue
-        assert leaf is not None
         path = "/".join([d for _, d in stack] + [name])
+        if leaf is None:
+            if is_read(path):
+                yield (i, line, f"{path}: the value is not a number")
+            continue
         reading = Reading(engine, path, float(leaf.group("value")), i)
         if leaf.group("stats"):
             stats: dict[str, float] = {}
@@ -197,7 +213,7 @@ def read_metrics(text: str) -> tuple[list[Reading], list[tuple[int, str, str]]]:
             got = _csv_reading(row.group("engine"), row.group("path"), row.group("rest"), i)
             if isinstance(got, str):
                 bad.append((i, stripped, got))
-            else:
+            elif got is not None:
                 readings.append(got)
             continue
         if stripped.startswith("#"):
