@@ -37,13 +37,12 @@ and RPC metrics belong to no one pool).
 ``stopped``/``failed`` -> 0, for the pool (target = the pool: a rebuild moves data on all of
 its targets).
 
-A value that is not a number (a timestamp, a string) is skipped, unless its path is one of those
-read: that line is quarantined alone. Not read (no vocabulary signal, or no level in one
-snapshot): the VOS aggregation and scrubber
-counters (``pool/<pool>/vos_aggregation/*``, ``pool/<pool>/scrubber/*``: cumulative counts,
-whose change over an interval would say whether the work ran), network, NVMe error and
-other counters. Timestamps: the envelope's ``collected_at`` or the file's name or mtime
-(``daos_metrics`` prints none).
+A value that is not a number (a timestamp, a string) is skipped, unless its path is one of
+those read: that line is quarantined alone. Not read (no vocabulary signal, or no level in one
+snapshot): the VOS aggregation and scrubber counters (``pool/<pool>/vos_aggregation/*``,
+``pool/<pool>/scrubber/*``: cumulative counts, whose change over an interval would say whether
+the work ran), network, NVMe error and other counters. Timestamps: the envelope's
+``collected_at`` or the file's name or mtime (``daos_metrics`` prints none).
 """
 
 from __future__ import annotations
