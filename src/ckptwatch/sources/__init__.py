@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-_NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv", "pool_common"}
+_NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv", "pool_common", "json_bulk"}
 
 
 def load_all() -> None:

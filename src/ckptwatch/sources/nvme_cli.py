@@ -32,8 +32,10 @@ from ckptwatch.sources.base import (
     int_text_as_float,
     plain_output,
     register_bulk,
+    register_json_bulk,
     register_tool,
 )
+from ckptwatch.sources.json_bulk import JsonRows, envelopes
 from ckptwatch.sources.smartctl import DATA_UNIT_BYTES, nvme_device_name
 from ckptwatch.sources.textkv import iter_lines, label_key, parse_int, parse_number, shorten
 
@@ -134,6 +136,65 @@ def parse_smart_log(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, A
         raise RecordError(f"nvme smart-log output lacks {', '.join(missing)} (truncated or not "
                           "`nvme smart-log -o json`?)")
     return {"nvme_smart": _rows(ctx, _device(ctx, "nvme smart-log"), values)}
+
+
+_TEMPERATURE_KEY = re.compile(r"temperature_sensor_?\d+")
+_NOT_DIGIT = re.compile(r"\D")
+
+
+@functools.lru_cache(maxsize=1024)
+def _smart_log_plan(keys: tuple[str, ...]) -> tuple[
+        list[str], list[tuple[str, float, float | None]], int | None] | None:
+    """What ``parse_smart_log`` reads from an output with these keys: the keys (those of
+    ``SMART_LOG_METRICS`` present, then the temperatures in order), their metrics (name,
+    scale, a temperature's Kelvin threshold), the place of ``critical_warning``; None when
+    that parser must judge it (no data units written or temperature, two keys of one
+    metric)."""
+    if "data_units_written" not in keys or "temperature" not in keys or (
+            "percent_used" in keys and "percentage_used" in keys):
+        return None
+    present = set(keys)
+    read = [k for k in SMART_LOG_METRICS if k in present]
+    metrics = [(*SMART_LOG_METRICS[k], None) for k in read]
+    temps = [k for k in keys if k == "temperature" or _TEMPERATURE_KEY.fullmatch(k)]
+    names = ["temperature_c" if k == "temperature"
+             else "temperature_sensor" + _NOT_DIGIT.sub("", k) + "_c" for k in temps]
+    if len(set(names)) < len(names):
+        return None
+    warning = read.index("critical_warning") if "critical_warning" in present else None
+    return read + temps, metrics + [(m, 1.0, KELVIN_THRESHOLD) for m in names], warning
+
+
+@register_json_bulk(SMART_LOG_SOURCE)
+def parse_smart_log_bulk(env: pl.DataFrame,
+                         outputs: list[dict[str, Any]]) -> tuple[dict[str, pl.DataFrame],
+                                                                  pl.Series]:
+    """``parse_smart_log`` over many envelopes (see ``base.JsonBulkParser`` and ``json_bulk``).
+
+    Declined, for ``parse_smart_log`` to judge: no data units written or temperature, two keys
+    of one metric, a null where a number goes, no envelope device."""
+    rows = JsonRows()
+    plans: dict[tuple[str, ...], tuple[list[str], list[int], int | None] | None] = {}
+    for e, dev, out in zip(*envelopes(env), outputs, strict=True):
+        keys = tuple(out)
+        if keys in plans:
+            plan = plans[keys]
+        else:
+            found = _smart_log_plan(keys)
+            plan = plans[keys] = None if found is None else (
+                found[0], [rows.metric(*m) for m in found[1]], found[2])
+        if plan is None or not dev:
+            rows.declined.append(e)
+            continue
+        read, codes, warning = plan
+        values = [out[k] for k in read]
+        if warning is not None and type(values[warning]) is dict:  # nvme-cli 2.11: an
+            values[warning] = values[warning].get("value")  # object, "value" is the byte
+        if None in values:  # a null where a number goes: parse_smart_log says so
+            rows.declined.append(e)
+            continue
+        rows.add(e, codes, values, nvme_device_name(dev))
+    return rows.frames()
 
 
 # --------------------------------------------------------------------------- OCP / vendor logs
@@ -537,6 +598,59 @@ def parse_ocp_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Serie
         metric.alias("metric"), pl.col("__value").alias("value"),
         *[pl.lit(None, dtype=pl.String).alias(c) for c in ("model", "serial", "firmware")])
     return {"nvme_smart": rows}, declined
+
+
+@functools.lru_cache(maxsize=1024)
+def _ocp_plan(keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The keys ``_parse_ocp_json`` reads from an output with these keys (the first of each
+    metric, in order) and their metrics."""
+    read: dict[str, str] = {}
+    for key in keys:
+        metric = ocp_metric(key)
+        if metric is not None and metric not in read.values():
+            read[key] = metric
+    return list(read), list(read.values())
+
+
+@register_json_bulk(OCP_SOURCE)
+def parse_ocp_json_bulk(env: pl.DataFrame,
+                        outputs: list[dict[str, Any]]) -> tuple[dict[str, pl.DataFrame],
+                                                                 pl.Series]:
+    """``parse_ocp_smart`` of JSON outputs over many envelopes (see ``base.JsonBulkParser`` and
+    ``json_bulk``). nvme-cli's 128-bit ``{"hi", "lo"}`` counters are read when both halves are
+    JSON integers. Declined, for ``parse_ocp_smart`` to judge: no field recognised, a null
+    where a number goes, a ``{"hi", "lo"}`` of anything else, no envelope device."""
+    rows = JsonRows()
+    plans: dict[tuple[str, ...], tuple[list[str], list[int]]] = {}
+    for e, dev, out in zip(*envelopes(env), outputs, strict=True):
+        keys = tuple(out)
+        plan = plans.get(keys)
+        if plan is None:
+            read, metrics = _ocp_plan(keys)
+            plan = plans[keys] = (read, [rows.metric(m) for m in metrics])
+        read, codes = plan
+        if not read or not dev:
+            rows.declined.append(e)
+            continue
+        values = [out[k] for k in read]
+        if None in values:  # a null where a number goes: parse_ocp_smart says so
+            rows.declined.append(e)
+            continue
+        if dict in set(map(type, values)):
+            for i, v in enumerate(values):
+                if type(v) is dict:
+                    hi, lo = v.get("hi"), v.get("lo")
+                    if "hi" not in v or "lo" not in v or type(hi) is not int \
+                            or type(lo) is not int:
+                        break
+                    values[i] = (hi << 64) + lo
+            else:
+                rows.add(e, codes, values, nvme_device_name(dev))
+                continue
+            rows.declined.append(e)
+            continue
+        rows.add(e, codes, values, nvme_device_name(dev))
+    return rows.frames()
 
 
 def ocp_metrics_known() -> Iterable[str]:

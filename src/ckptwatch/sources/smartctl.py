@@ -12,8 +12,11 @@ import functools
 import re
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import ToolContext, register_json_bulk, register_tool
+from ckptwatch.sources.json_bulk import JsonRows, envelopes
 from ckptwatch.sources.textkv import parse_number
 
 SOURCE = "smartctl"
@@ -195,6 +198,64 @@ def parse_smartctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, An
         for metric, value in values.items()
     ]
     return {"nvme_smart": rows}
+
+
+_HEALTH_KEYS = list(HEALTH_LOG_METRICS)
+_TEMPERATURE = _HEALTH_KEYS.index("temperature")
+
+
+@register_json_bulk(SOURCE)
+def parse_smartctl_bulk(env: pl.DataFrame,
+                        outputs: list[dict[str, Any]]) -> tuple[dict[str, pl.DataFrame],
+                                                                 pl.Series]:
+    """``parse_smartctl`` over many envelopes (see ``base.JsonBulkParser`` and ``json_bulk``).
+
+    Declined, for ``parse_smartctl`` to judge: a device list (``--scan``), no health log, a
+    non-NVMe device, none of the health fields, no device name in the envelope or the output.
+    """
+    rows = JsonRows()
+    health = [rows.metric(m, scale) for m, scale in HEALTH_LOG_METRICS.values()]
+    temperature = rows.metric("temperature_c")
+    exit_status = rows.metric("smartctl_exit_status")
+    sensors: list[int] = []
+    for e, dev, out in zip(*envelopes(env), outputs, strict=True):
+        block = out.get("device")
+        block = block if type(block) is dict else {}
+        protocol = _text(block.get("protocol"))
+        log = out.get("nvme_smart_health_information_log")
+        if (("devices" in out and "device" not in out) or type(log) is not dict
+                or (protocol and protocol.lower() != "nvme")):
+            rows.declined.append(e)
+            continue
+        values = list(map(log.get, _HEALTH_KEYS))
+        codes = health
+        readings = log.get("temperature_sensors")
+        if type(readings) is list and readings:
+            while len(sensors) < len(readings):
+                sensors.append(rows.metric(f"temperature_sensor{len(sensors) + 1}_c"))
+            values += readings
+            codes = health + sensors[:len(readings)]
+        if values[_TEMPERATURE] is None:  # the log has none: smartctl's own temperature
+            temp = out.get("temperature")
+            values.append(temp.get("current") if type(temp) is dict else None)
+            codes = [*codes, temperature]
+        if values.count(None) == len(values):  # none of the fields: parse_smartctl says so
+            rows.declined.append(e)
+            continue
+        tool = out.get("smartctl")
+        values.append(tool.get("exit_status") if type(tool) is dict else None)
+        if dev:
+            device = nvme_device_name(dev)
+        else:
+            name = _text(block.get("name")) or _text(block.get("info_name"))
+            if not name:
+                rows.declined.append(e)
+                continue
+            device = nvme_device_name(name)
+        rows.add(e, [*codes, exit_status], values, device, _text(out.get("model_name")),
+                 _text(out.get("serial_number")),
+                 _text(out.get("firmware_version")))
+    return rows.frames()
 
 
 def render_smartctl_json(model: str, serial: str, firmware: str, device: str,
