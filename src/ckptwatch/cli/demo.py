@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     local_prefect.configure(args.verbose)  # before the first import of Prefect
     server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
     from ckptwatch.flows.nightly import nightly_flow, preload
+    from ckptwatch.flows.run import exit_code
 
     preload()  # while the server boots
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
           "as a notebook exported to HTML)")
     if undelivered is not None:
         print(f"ckptwatch demo: {escape_controls(str(undelivered))}", file=sys.stderr)
-    return 1 if result["failed"] or undelivered else 0
+    return exit_code(undelivered, result)
 
 
 def _sample_raw(lake: Path) -> Path:

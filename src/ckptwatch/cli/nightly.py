@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
     from ckptwatch.flows.ingest import dask_runner
     from ckptwatch.flows.nightly import nightly_flow, preload
+    from ckptwatch.flows.run import exit_code
 
     if args.dask:
         dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
@@ -122,6 +123,6 @@ def run(args: argparse.Namespace) -> int:
     except AlertsUndeliveredError as exc:
         print(render_result(exc.result, args.raw_dir, args.lake))
         print(f"ckptwatch nightly: {escape_controls(str(exc))}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     print(render_result(result, args.raw_dir, args.lake))
-    return 1 if result["failed"] else 0
+    return exit_code(None, result)

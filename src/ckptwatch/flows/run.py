@@ -1,0 +1,374 @@
+"""The nightly run without Prefect: pull, ingest, counter deltas, views, stalls, alerts, report,
+and the policy that says when a finished run failed and with which exit status.
+
+:func:`run_nightly` calls each step through :class:`NightlySteps`: the package functions below
+(:data:`PLAIN_STEPS`), or the same functions wrapped as Prefect tasks by
+:mod:`ckptwatch.flows.nightly` (names, retries). Nothing here imports Prefect, so the whole
+run and its failure policy are tested without a server (``tests/flows/test_nightly_run.py``).
+
+The policy, in one place:
+
+- a raw directory that is missing, not a directory or cannot be listed stops the run before
+  any step (:class:`~ckptwatch.errors.RawDirError`, exit 2); an empty one is a run with nothing
+  to ingest (the report covers the lake's newest day);
+- an error raised by the ingest, deltas, views, stalls or report step stops the run (exit 2);
+- a file that could not be ingested is counted in the summary (``failed``), the run goes on
+  (exit 1);
+- alerts that could not be evaluated, or a sink that did not take them, cost neither the
+  report nor the other sinks: the report is written (showing the failure), then the run fails
+  with one line naming the sink (:class:`~ckptwatch.errors.AlertsUndeliveredError`, exit 1;
+  its alerts stay pending for the next run);
+- a Prometheus server that could not be read costs neither the ingest nor the report: the run
+  goes on, then fails with the pull's one line (:class:`~ckptwatch.errors.PullError`, exit 2);
+- every error text that reaches a log, the summary or the result is redacted of the settings'
+  secrets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ckptwatch.alerts.evaluate import AlertRun, run_alerts
+from ckptwatch.alerts.headroom import newest_checkpoint_end
+from ckptwatch.analysis.findings import StallFindings, find_stalls
+from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError, PullError, RawDirError
+from ckptwatch.ingest.run import IngestReport, ingest, unused_metrics_lines
+from ckptwatch.lake import derived
+from ckptwatch.lake.query import connect, skipped_rows, view_files
+from ckptwatch.pull.prometheus import PullReport, default_range, pull_prometheus
+from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
+from ckptwatch.report.facts import nightly_days
+from ckptwatch.settings import NightlySettings, Settings, duckdb_memory_setting, redact
+
+#: DuckDB's memory cap in the nightly run unless told otherwise: the settings tree's
+#: ``nightly.duckdb_memory`` default (``settings.NightlySettings``).
+NIGHTLY_DUCKDB_MEMORY = NightlySettings().duckdb_memory
+
+#: Where :func:`run_nightly` logs without a flow's logger.
+LOG = logging.getLogger("ckptwatch.nightly")
+
+Connection = duckdb.DuckDBPyConnection
+
+
+def peak_rss_mb() -> dict[str, int]:
+    """The peak resident set so far, in MB: of this process (``flow``: the flow and its
+    threads, DuckDB included) and of its largest finished child (``workers``: a parse worker or
+    Prefect's local server, counted once it has exited)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"flow": round(own / 1024), "workers": round(kids / 1024)}
+
+
+@dataclass
+class StepClock:
+    """Each step's wall time (seconds, 0.1 s resolution) and the peak RSS when it ended
+    (:func:`peak_rss_mb`: a running maximum, so the step where it rises is the step that set
+    it), in the order the steps ran."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    peak_rss_mb: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Time the block as step ``name`` (recorded when it raises too)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.perf_counter() - t0, 1)
+            self.peak_rss_mb[name] = peak_rss_mb()
+
+
+# -- the steps ------------------------------------------------------------------------------
+
+
+def pull_recent(lake_root: Path, settings: Settings, lock_wait_s: float) -> PullReport:
+    """The last ``[prometheus] nightly_since_s`` seconds from ``[prometheus] url`` into the lake
+    (a range pulled twice adds nothing)."""
+    p = settings.prometheus
+    assert p.url is not None
+    since, until = default_range(datetime.now(UTC), p.nightly_since_s)
+    return pull_prometheus(p.url, lake_root, p, since=since, until=until,
+                           secrets=settings.secrets(), lock_wait_s=lock_wait_s)
+
+
+def ingest_raw(raw_dir: Path, lake_root: Path, lock_wait_s: float) -> IngestReport:
+    """Every new raw file under ``raw_dir`` into the lake (``ingest.run.ingest``)."""
+    return ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
+
+
+def store_counter_deltas(lake_root: Path, memory_limit: str, lock_wait_s: float) -> int:
+    """Store the counter deltas of every stale day (:mod:`ckptwatch.lake.derived`); returns the
+    days built. Later steps read them instead of computing window functions over every counter
+    sample."""
+    return len(derived.refresh(lake_root, memory_limit=memory_limit,
+                               lock_wait_s=lock_wait_s).built)
+
+
+def open_views(lake_root: Path, days: tuple[date, date], memory_limit: str) -> Connection:
+    """Build every SQL view over the days the later steps read: a view that no longer binds
+    fails here, by name, before any step depends on it. Only those days' files are opened, so
+    the check does not grow with the days the lake keeps. The later steps read the lake
+    through this connection (one build, not one per step); the caller closes it."""
+    return connect(lake_root, days=days, memory_limit=memory_limit)
+
+
+def check_lake(con: Connection) -> list[str]:
+    """Rows of the read days that every analysis leaves out (stored by an older version)."""
+    return skipped_rows(con)
+
+
+def detect_stalls(lake_root: Path, con: Connection) -> StallFindings:
+    """Every stall of the days ``con`` reads and its ranked causes (the trained model when one
+    is built)."""
+    return find_stalls(lake_root, con=con)
+
+
+def evaluate_alerts(lake_root: Path, settings: Settings, send: bool, lock_wait_s: float,
+                    findings: StallFindings, con: Connection, replay: bool = False) -> AlertRun:
+    """Timeout headroom of every job; with ``send``, deliver the due alerts and keep state. An
+    alert's likely cause comes from ``findings`` (the stalls step's attribution), not a second
+    one. ``replay``: as of the end of the newest checkpoint read, not the clock."""
+    now = newest_checkpoint_end(con) if replay else None
+    return run_alerts(lake_root, settings, send=send, cause_provider=findings.top_causes,
+                      lock_wait_s=lock_wait_s, con=con, now=now)
+
+
+def write_daily_report(lake_root: Path, day: date | None, findings: StallFindings,
+                       settings: Settings, alert_run: AlertRun | None,
+                       alerts_error: str | None, ingest: IngestReport, con: Connection,
+                       memory_limit: str) -> ReportFiles:
+    """Build, render and write the day's report."""
+    _facts, files = daily_report(lake_root, day=day, findings=findings, settings=settings,
+                                 alert_run=alert_run, alerts_error=alerts_error,
+                                 ingest=ingest, con=con, memory_limit=memory_limit)
+    return files
+
+
+@dataclass(frozen=True)
+class NightlySteps:
+    """The steps :func:`run_nightly` calls, positionally, with the signatures of the plain
+    functions above (which :data:`PLAIN_STEPS` holds)."""
+
+    pull: Callable[[Path, Settings, float], PullReport]
+    ingest: Callable[[Path, Path, float], IngestReport]
+    deltas: Callable[[Path, str, float], int]
+    views: Callable[[Path, tuple[date, date], str], Connection]
+    check: Callable[[Connection], list[str]]
+    stalls: Callable[[Path, Connection], StallFindings]
+    alerts: Callable[[Path, Settings, bool, float, StallFindings, Connection, bool], AlertRun]
+    report: Callable[[Path, date | None, StallFindings, Settings, AlertRun | None, str | None,
+                      IngestReport, Connection, str], ReportFiles]
+
+
+PLAIN_STEPS = NightlySteps(pull=pull_recent, ingest=ingest_raw, deltas=store_counter_deltas,
+                           views=open_views, check=check_lake, stalls=detect_stalls,
+                           alerts=evaluate_alerts, report=write_daily_report)
+
+
+# -- the result and the policy --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NightlyResult:
+    """What one nightly run did: each step's own report, where the report went, the timings.
+
+    :meth:`to_dict` is the flow's return value (the command's summary and ``bench`` read it);
+    :meth:`failure` and :attr:`exit_code` are the run's verdict."""
+
+    ingest: IngestReport
+    findings: StallFindings
+    files: ReportFiles
+    clock: StepClock
+    #: The views the run's connection built.
+    views: int
+    #: Days whose counter deltas the run stored.
+    delta_days_built: int
+    #: False: a dry run (alerts evaluated, nothing sent or recorded).
+    send: bool
+    #: The JSON Lines file the alerts go to (``[sinks] jsonl``, else beside the reports).
+    alerts_file: Path | None
+    alert_run: AlertRun | None = None
+    #: Why the alerts could not be evaluated (redacted); None when they were.
+    alerts_error: str | None = None
+    #: The sinks that did not take their alerts, one line each (redacted).
+    alert_failures: tuple[str, ...] = ()
+    lake_warnings: tuple[str, ...] = ()
+    pulled: PullReport | None = None
+    #: Why the Prometheus pull failed (redacted); None when it ran or was not asked for.
+    pull_error: str | None = None
+
+    @property
+    def alerts_summary(self) -> str:
+        """The alerts in one line: counted per sink, or why they were not evaluated."""
+        if self.alert_run is not None:
+            return self.alert_run.summary()
+        return f"not evaluated ({self.alerts_error})"
+
+    def failure(self) -> CkptwatchError | None:
+        """The error that fails this finished run, or None: alerts not delivered (they were
+        not evaluated, or a sink did not take them) first, then a failed pull. A file that
+        could not be ingested fails the exit status only (:attr:`exit_code`)."""
+        if self.alerts_error or self.alert_failures:
+            problem = self.alerts_error or "; ".join(self.alert_failures)
+            return AlertsUndeliveredError(
+                f"alerts not delivered: {problem} — the report is written ({self.files.html}); "
+                "undelivered alerts stay pending and are retried on the next run",
+                self.to_dict())
+        if self.pull_error:
+            return PullError(f"{self.pull_error} — the ingest ran and the report is written "
+                             f"({self.files.html}) without it; the next run pulls the range "
+                             "again")
+        return None
+
+    @property
+    def exit_code(self) -> int:
+        """The run's exit status (:func:`exit_code`)."""
+        return exit_code(self.failure(), self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flow's result: counts, the alerts per sink, paths, seconds and peak RSS per
+        step, warnings (keys as ``ckptwatch nightly`` and ``bench/run.py`` read them)."""
+        run, findings = self.alert_run, self.findings
+        return {
+            "ingested": self.ingest.count("ingested"), "skipped": self.ingest.count("skipped"),
+            "failed": self.ingest.count("failed"), "quarantined": self.ingest.quarantined,
+            "views": self.views, "delta_days_built": self.delta_days_built,
+            "stalls": len(findings.stalls), "stalls_by_cause": findings.by_cause(),
+            # every timed-out checkpoint is a stall (stalls.sql): the count of those
+            "stalls_timed_out": sum(1 for s in findings.stalls if s.timed_out),
+            "alerts": len(run.alerts) if run else 0,
+            # sent for real: not a dry run, and every sink took every alert handed to it
+            "alerts_sent": bool(run and run.delivered),
+            "alerts_dry_run": not self.send,
+            "alerts_sinks": run.sinks if run else [],
+            "alerts_delivery": [r.to_dict() for r in run.delivery] if run else [],
+            "alerts_summary": self.alerts_summary,
+            "alerts_file": str(self.alerts_file) if self.alerts_file else None,
+            "report": str(self.files.html), "report_json": str(self.files.json),
+            "latest": str(self.files.latest_html), "latest_kept": self.files.latest_kept,
+            "steps_s": dict(self.clock.seconds),
+            "steps_peak_rss_mb": dict(self.clock.peak_rss_mb),
+            "lake_warnings": list(self.lake_warnings),
+            "unused_metrics": unused_metrics_lines(self.ingest.unused_metrics),
+            "pulled": self.pulled.rows if self.pulled else None,
+            "pull_error": self.pull_error,
+        }
+
+
+def exit_code(failure: BaseException | None, summary: Mapping[str, Any] | None = None) -> int:
+    """A nightly run's exit status: 1 when alerts were not delivered (the report is written),
+    2 for any other error (the run stopped, or its pull failed); else 1 when a file could not
+    be ingested (``summary["failed"]``), 0 when all went well."""
+    if isinstance(failure, AlertsUndeliveredError):
+        return 1
+    if failure is not None:
+        return 2
+    return 1 if summary and summary["failed"] else 0
+
+
+def check_raw_dir(raw_dir: Path) -> None:
+    """Raise :class:`RawDirError` unless ``raw_dir`` is a directory this process can list (a
+    directory it may not read would otherwise look empty, and the run would succeed on
+    nothing)."""
+    try:
+        with os.scandir(raw_dir) as entries:
+            next(entries, None)
+    except FileNotFoundError:
+        raise RawDirError(f"raw directory {raw_dir} does not exist") from None
+    except NotADirectoryError:
+        raise RawDirError(f"{raw_dir} is not a directory") from None
+    except OSError as exc:
+        raise RawDirError(f"raw directory {raw_dir} cannot be read: "
+                          f"{exc.strerror or exc}") from None
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: bool = True,
+                report_date: date | None = None, lock_wait_s: float = 600.0,
+                lookback_days: int = 0, duckdb_memory: str | None = None,
+                replay: bool = False, steps: NightlySteps = PLAIN_STEPS,
+                log: logging.Logger | logging.LoggerAdapter[Any] = LOG) -> NightlyResult:
+    """Pull (with ``[prometheus] url``), ingest, counter deltas, views, stalls, alerts, report.
+
+    Raises what stops the run (see the module's policy); returns the result of a run that got
+    to its report, whose :meth:`NightlyResult.failure` may still fail it. ``settings`` are the
+    loaded settings (the alerts also go to ``LAKE/reports/alerts.jsonl`` unless they name a
+    JSON Lines file). ``report_date``: the day the report covers (default: the newest day with
+    checkpoints). ``lookback_days``: the days before it that stalls, alerts and the report read
+    too; older days are not opened. ``duckdb_memory``: DuckDB's cap for the steps after the
+    ingest (default: ``$CKPTWATCH_DUCKDB_MEMORY``, else :data:`NIGHTLY_DUCKDB_MEMORY`).
+    ``replay``: evaluate the alerts as of the newest checkpoint read, not the clock.
+    """
+    raw_dir, lake_root = Path(raw_dir), Path(lake_root)
+    check_raw_dir(raw_dir)
+    settings = nightly_settings(settings, lake_root)
+    secrets = settings.secrets()
+    clock = StepClock()
+    pulled: PullReport | None = None
+    pull_error: str | None = None
+    if settings.prometheus.url:
+        with clock.step("pull"):
+            try:
+                pulled = steps.pull(lake_root, settings, lock_wait_s)
+                log.info("nightly: pulled %s from %s", pulled.rows or "no new rows", pulled.url)
+            except CkptwatchError as exc:  # the server: ingest and report anyway, fail after
+                pull_error = redact(str(exc), secrets)
+                log.warning("nightly: pull failed: %s", pull_error)
+    with clock.step("ingest"):
+        ingested = steps.ingest(raw_dir, lake_root, lock_wait_s)
+    # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
+    limit = duckdb_memory_setting(duckdb_memory, NIGHTLY_DUCKDB_MEMORY)
+    with clock.step("deltas"):
+        n_delta_days = steps.deltas(lake_root, limit, lock_wait_s)
+    days = nightly_days(lake_root, report_date, lookback_days)
+    log.info("nightly: reading %s to %s", days[0], days[1])
+    with clock.step("views"):
+        con = steps.views(lake_root, days, limit)
+    try:  # the later steps read the days through this one connection
+        lake_warnings = steps.check(con)
+        for warning in lake_warnings:
+            log.info("nightly: warning: %s", warning)
+        with clock.step("stalls"):
+            findings = steps.stalls(lake_root, con)
+        alert_run: AlertRun | None = None
+        alerts_error: str | None = None
+        with clock.step("alerts"):
+            try:
+                alert_run = steps.alerts(lake_root, settings, send, lock_wait_s, findings, con,
+                                         replay)
+            except CkptwatchError as exc:  # e.g. the lake lock: report anyway, fail after
+                alerts_error = redact(str(exc), secrets)
+        with clock.step("report"):
+            files = steps.report(lake_root, days[1], findings, settings, alert_run,
+                                 alerts_error, ingested, con, limit)
+    finally:
+        con.close()
+    result = NightlyResult(
+        ingest=ingested, findings=findings, files=files, clock=clock,
+        views=len(view_files()), delta_days_built=n_delta_days, send=send,
+        alerts_file=settings.sinks.jsonl, alert_run=alert_run, alerts_error=alerts_error,
+        alert_failures=tuple(redact(str(f), secrets)
+                             for f in (alert_run.failures if alert_run else [])),
+        lake_warnings=tuple(lake_warnings), pulled=pulled, pull_error=pull_error)
+    log.info("nightly: %d files ingested, %d stalls, alerts: %s; report %s",
+             ingested.count("ingested"), len(findings.stalls), result.alerts_summary, files.html)
+    log.info("nightly: seconds per step: %s",
+             ", ".join(f"{name} {s:.1f}" for name, s in clock.seconds.items()))
+    log.info("nightly: peak RSS (MB) when each step ended, this process/largest child: %s",
+             ", ".join(f"{name} {p['flow']}/{p['workers']}"
+                       for name, p in clock.peak_rss_mb.items()))
+    return result

@@ -1,0 +1,282 @@
+"""The nightly run without Prefect (``flows.run.run_nightly`` with the plain steps) and its
+failure policy: what fails a run, with which one line and exit status, what is written first.
+
+Each run is the small raw directory of tests/conftest.py through the real steps; a step is
+replaced only where the test needs a failure no real input gives (a server that cannot be read,
+a lock held, an error inside a step).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, NoReturn
+
+import duckdb
+import pytest
+from tests.conftest import write_raw_dir
+
+from ckptwatch.cli.nightly import render_result
+from ckptwatch.errors import (
+    AlertsUndeliveredError,
+    LakeError,
+    LakeLockedError,
+    PullError,
+    RawDirError,
+)
+from ckptwatch.flows import run as run_module
+from ckptwatch.flows.run import (
+    PLAIN_STEPS,
+    NightlyResult,
+    NightlySteps,
+    exit_code,
+    run_nightly,
+)
+from ckptwatch.settings import Settings, load_settings
+
+#: The flow's result, key by key, in order: what ``ckptwatch nightly`` prints from and what
+#: ``bench/run.py`` reads (a contract: extend, never rename).
+RESULT_KEYS = [
+    "ingested", "skipped", "failed", "quarantined", "views", "delta_days_built", "stalls",
+    "stalls_by_cause", "stalls_timed_out", "alerts", "alerts_sent", "alerts_dry_run",
+    "alerts_sinks", "alerts_delivery", "alerts_summary", "alerts_file", "report", "report_json",
+    "latest", "latest_kept", "steps_s", "steps_peak_rss_mb", "lake_warnings", "unused_metrics",
+    "pulled", "pull_error",
+]
+STEPS = ["ingest", "deltas", "views", "stalls", "alerts", "report"]
+SECRET = "s3cr3t-token"
+
+
+def _isolate(mp: pytest.MonkeyPatch) -> None:
+    """No trained model, no config file from the environment, the default DuckDB cap."""
+    mp.setenv("CKPTWATCH_MODEL", "/nonexistent/attribution.joblib")
+    for var in ("CKPTWATCH_CONFIG", "CKPTWATCH_DUCKDB_MEMORY"):
+        mp.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _rules_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    _isolate(monkeypatch)
+
+
+def _settings(path: Path, text: str) -> Settings:
+    path.write_text(text)
+    return load_settings(path)
+
+
+def _low_levels(tmp_path: Path, sinks: str) -> Settings:
+    """Levels low enough for j1's 20 s barrier to alert; no staleness (its checkpoints are of
+    2026-11-28)."""
+    return _settings(tmp_path / "ckptwatch.toml",
+                     "[alerts]\nwarning = 0.01\ncritical = 0.02\nstale_after_s = 1e9\n" + sinks)
+
+
+def _never(*_args: object) -> NoReturn:
+    raise AssertionError("no step may run")
+
+
+NO_STEPS = NightlySteps(pull=_never, ingest=_never, deltas=_never, views=_never, check=_never,
+                        stalls=_never, alerts=_never, report=_never)
+
+
+# -- a run whose sink fails ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def undelivered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NightlyResult]:
+    """j1 alerts; the only sink, a JSON Lines file where a directory is, does not take it."""
+    base = tmp_path_factory.mktemp("undelivered")
+    (base / "blocked").mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        _isolate(mp)
+        settings = _low_levels(base, f'[sinks]\nstdout = false\njsonl = "{base / "blocked"}"\n')
+        yield run_nightly(write_raw_dir(base / "raw"), base / "lake", settings)
+
+
+def test_the_result_keeps_the_flow_keys_and_each_step_in_order(
+        undelivered: NightlyResult) -> None:
+    out = undelivered.to_dict()
+    assert list(out) == RESULT_KEYS
+    assert (out["ingested"], out["skipped"], out["failed"], out["quarantined"]) == (6, 0, 0, 0)
+    assert list(out["steps_s"]) == STEPS and list(out["steps_peak_rss_mb"]) == STEPS
+    assert out["views"] >= 10 and out["delta_days_built"] == 1
+    assert (out["pulled"], out["pull_error"]) == (None, None)
+    json.dumps(out)  # a flow's result: plain values only
+
+
+def test_a_sink_that_fails_fails_the_run_after_the_report_is_written(
+        undelivered: NightlyResult) -> None:
+    out = undelivered.to_dict()
+    assert (out["alerts"], out["alerts_sent"], out["alerts_dry_run"]) == (1, False, False)
+    assert [(d["sink"], d["attempted"], d["delivered"], d["failed"], d["reason"])
+            for d in out["alerts_delivery"]] == [("jsonl", 1, 0, 1, "Is a directory")]
+    failure = undelivered.failure()
+    assert isinstance(failure, AlertsUndeliveredError)
+    assert str(failure).startswith("alerts not delivered: jsonl: cannot append alerts ")
+    assert str(failure).endswith(
+        f"— the report is written ({out['report']}); undelivered alerts stay pending and are "
+        "retried on the next run")
+    assert failure.result == out  # the command prints its summary from it
+    assert undelivered.exit_code == exit_code(failure) == 1
+    page = Path(out["report"]).read_text()
+    assert "Sink failed:</b> jsonl: cannot append alerts" in page
+    report = json.loads(Path(out["report_json"]).read_text())
+    assert report["alerts"]["sent"] is False and report["alerts"]["failures"]
+
+
+def test_a_failed_pull_fails_the_run_only_when_the_alerts_did_not(
+        undelivered: NightlyResult) -> None:
+    """Undelivered alerts are the run's failure even when the pull failed too (exit 1, their
+    line); the pull's failure alone is exit 2 with its own line."""
+    both = replace(undelivered, pull_error="GET http://prom/api/v1/series: refused")
+    assert isinstance(both.failure(), AlertsUndeliveredError) and both.exit_code == 1
+    assert both.to_dict()["pull_error"] == "GET http://prom/api/v1/series: refused"
+    pull_only = replace(both, alerts_error=None, alert_failures=())
+    failure = pull_only.failure()
+    assert isinstance(failure, PullError) and pull_only.exit_code == 2
+    assert str(failure) == (
+        f"GET http://prom/api/v1/series: refused — the ingest ran and the report is written "
+        f"({undelivered.files.html}) without it; the next run pulls the range again")
+    clean = replace(pull_only, pull_error=None)
+    assert clean.failure() is None and clean.exit_code == 0
+
+
+# -- files that could not be ingested; a dry run ---------------------------------------------
+
+
+def test_a_file_that_could_not_be_ingested_is_exit_1_and_the_run_goes_on(
+        tmp_path: Path) -> None:
+    raw = write_raw_dir(tmp_path / "raw", bad=True)
+    (raw / "checkpoints" / "z.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00 not deflate")
+    settings = _low_levels(tmp_path, f'[sinks]\njsonl = "{tmp_path / "alerts.jsonl"}"\n')
+    result = run_nightly(raw, tmp_path / "lake", settings, send=False)
+    out = result.to_dict()
+    assert (out["failed"], out["quarantined"]) == (1, 5)
+    assert result.failure() is None and result.exit_code == 1
+    assert exit_code(None, {**out, "failed": 0}) == 0
+    # a dry run: the alert is due, nothing is sent or written
+    assert (out["alerts"], out["alerts_sent"], out["alerts_dry_run"]) == (1, False, True)
+    assert not (tmp_path / "alerts.jsonl").exists()
+    text = render_result(out, raw, tmp_path / "lake")
+    assert f"  ingest: {out['ingested']} file(s) ingested, 0 already in the lake, 1 failed; " \
+           "5 record(s) quarantined" in text
+    assert "nothing sent (dry run)" in text
+
+
+# -- failures around the steps ---------------------------------------------------------------
+
+
+def test_errors_in_the_pull_and_alerts_steps_are_redacted_and_the_report_written(
+        raw_dir: Path, tmp_path: Path) -> None:
+    settings = _settings(tmp_path / "c.toml", f'[sinks]\nstdout = false\nwebhook_url = '
+                         f'"http://127.0.0.1:9/hook?token={SECRET}"\n'
+                         '[prometheus]\nurl = "http://127.0.0.1:9"\n')
+    assert SECRET in settings.secrets()
+
+    def unreadable(*_args: object) -> NoReturn:
+        raise PullError(f"GET http://127.0.0.1:9/api/v1/series?token={SECRET}: refused")
+
+    def locked(*_args: object) -> NoReturn:
+        raise LakeLockedError(f"lake is locked by a run with token={SECRET}")
+
+    steps = replace(PLAIN_STEPS, pull=unreadable, alerts=locked)
+    result = run_nightly(raw_dir, tmp_path / "lake", settings, steps=steps)
+    out = result.to_dict()
+    assert list(out["steps_s"]) == ["pull", *STEPS]
+    assert out["ingested"] == 6  # the pull's failure cost neither the ingest ...
+    assert Path(out["report"]).is_file()  # ... nor the report
+    assert out["pull_error"] == "GET http://127.0.0.1:9/api/v1/series?token=***: refused"
+    assert out["alerts_summary"] == "not evaluated (lake is locked by a run with token=***)"
+    assert (out["alerts"], out["alerts_sent"], out["alerts_delivery"]) == (0, False, [])
+    failure = result.failure()
+    assert isinstance(failure, AlertsUndeliveredError) and result.exit_code == 1
+    assert str(failure).startswith("alerts not delivered: lake is locked by a run with "
+                                   "token=*** — the report is written")
+    assert SECRET not in json.dumps(out) + str(failure) + Path(out["report_json"]).read_text()
+
+
+def test_an_error_inside_a_step_stops_the_run_and_closes_its_connection(
+        raw_dir: Path, tmp_path: Path) -> None:
+    opened: list[duckdb.DuckDBPyConnection] = []
+
+    def views(*args: Any) -> duckdb.DuckDBPyConnection:
+        opened.append(PLAIN_STEPS.views(*args))
+        return opened[0]
+
+    def broken(*_args: object) -> NoReturn:
+        raise LakeError("lake L: a part is unreadable")
+
+    steps = replace(PLAIN_STEPS, views=views, stalls=broken, alerts=_never, report=_never)
+    with pytest.raises(LakeError, match="a part is unreadable") as err:
+        run_nightly(raw_dir, tmp_path / "lake", Settings(), steps=steps)
+    assert exit_code(err.value) == 2
+    with pytest.raises(duckdb.ConnectionException):
+        opened[0].execute("select 1")  # closed
+    assert not (tmp_path / "lake" / "reports").exists()
+
+
+# -- the raw directory -----------------------------------------------------------------------
+
+
+def test_a_raw_dir_that_cannot_be_listed_stops_the_run_before_any_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lake = tmp_path / "lake"
+    with pytest.raises(RawDirError) as err:
+        run_nightly(tmp_path / "nope", lake, Settings(), steps=NO_STEPS)
+    assert str(err.value) == f"raw directory {tmp_path / 'nope'} does not exist"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RawDirError) as err:
+        run_nightly(tmp_path / "file", lake, Settings(), steps=NO_STEPS)
+    assert str(err.value) == f"{tmp_path / 'file'} is not a directory"
+
+    # Unreadable (root reads any mode, so the refusal is the system call's): it would list
+    # as empty, and the run would succeed on nothing.
+    denied = tmp_path / "denied"
+    denied.mkdir()
+
+    def scandir(path: Any) -> NoReturn:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(run_module.os, "scandir", scandir)
+    with pytest.raises(RawDirError) as err:
+        run_nightly(denied, lake, Settings(), steps=NO_STEPS)
+    assert str(err.value) == f"raw directory {denied} cannot be read: Permission denied"
+    assert exit_code(err.value) == 2 and not lake.exists()
+
+
+def test_an_empty_raw_dir_is_a_run_with_nothing_to_ingest(tmp_path: Path) -> None:
+    """Nothing new is not a failure: the report covers the lake's newest day (here, none: the
+    run's own day, which never becomes latest/)."""
+    (tmp_path / "raw").mkdir()
+    result = run_nightly(tmp_path / "raw", tmp_path / "lake", Settings(), send=False)
+    out = result.to_dict()
+    assert (out["ingested"], out["failed"], out["stalls"], out["alerts"]) == (0, 0, 0, 0)
+    assert result.failure() is None and result.exit_code == 0
+    assert Path(out["report"]).is_file()
+    assert out["latest_kept"] is not None and out["latest_kept"].endswith("has no checkpoints")
+
+
+# -- the policy and the module ---------------------------------------------------------------
+
+
+def test_exit_codes() -> None:
+    undelivered = AlertsUndeliveredError("alerts not delivered: webhook: refused", {})
+    assert exit_code(undelivered) == 1
+    assert exit_code(PullError("refused")) == 2
+    assert exit_code(LakeLockedError("locked"), {"failed": 0}) == 2
+    assert exit_code(None, {"failed": 2}) == 1
+    assert exit_code(None, {"failed": 0}) == 0
+
+
+def test_the_run_imports_no_prefect() -> None:
+    code = ("import sys, ckptwatch.flows.run, ckptwatch.cli.nightly; "
+            "sys.exit('prefect' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr or "ckptwatch.flows.run imported prefect"
