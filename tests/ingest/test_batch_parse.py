@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ from tests.sources.test_bulk_json import BASES, _mixed_lines, envelope
 from tests.sources.test_envelope import _text_envelope
 
 from ckptwatch.ingest import read as read_module
-from ckptwatch.ingest import run as run_module
 from ckptwatch.ingest.run import IngestReport, ingest
+from ckptwatch.settings import INGEST
 
 ETH = "NIC statistics:\n     rx_prio3_pause: 7\n     rx_bytes: 9\n"
 
@@ -34,7 +35,7 @@ def _write(root: Path, files: dict[str, list[str]]) -> Path:
 
 def _ingest_both(raw: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch,
                  ) -> tuple[IngestReport, IngestReport, list[int]]:
-    """``raw`` ingested with files parsed together and one by one (``BATCH_FILES`` 1): the two
+    """``raw`` ingested with files parsed together and one by one (``batch_files`` 1): the two
     reports, and the size of each group ``read_envelope_files`` was given together."""
     groups: list[int] = []
     together = read_module.read_envelope_files
@@ -46,9 +47,7 @@ def _ingest_both(raw: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch,
     with monkeypatch.context() as m:
         m.setattr(read_module, "read_envelope_files", counted)
         batched = ingest(raw, tmp / "together")
-    with monkeypatch.context() as m:
-        m.setattr(run_module, "BATCH_FILES", 1)
-        alone = ingest(raw, tmp / "alone")
+    alone = ingest(raw, tmp / "alone", limits=replace(INGEST, batch_files=1))
     assert lake_rows(tmp / "together") == lake_rows(tmp / "alone")
     assert [(f.rel, f.status, f.rows, f.quarantined, f.notes, f.error)
             for f in batched.files] == [(f.rel, f.status, f.rows, f.quarantined, f.notes,

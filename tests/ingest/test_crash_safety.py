@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -37,12 +37,11 @@ from tests.conftest import PROJECT_ROOT, lake_rows, write_raw_dir
 
 from ckptwatch.cli.main import main
 from ckptwatch.errors import LakeError
-from ckptwatch.ingest import run as ingest_run
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake import store as lake_module
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
-from ckptwatch.settings import sql_dir
+from ckptwatch.settings import INGEST, sql_dir
 
 KILL_ROUNDS = int(os.environ.get("CKPTWATCH_KILL_ROUNDS", "6"))
 
@@ -326,20 +325,20 @@ def test_failure_after_some_files_keeps_those_files(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that fails half way keeps the files it committed, whole, and says how many; a
     rerun adds the rest and ends with exactly the clean run's rows. Files are written in
-    batches (``ingest.run.BATCH_FILES``): two a batch here, so that half way through the
+    batches (``IngestSettings.batch_files``): two a batch here, so that half way through the
     seven new files some batches are committed."""
-    monkeypatch.setattr(ingest_run, "BATCH_FILES", 2)
+    limits = replace(INGEST, batch_files=2)
     raw = _raw(tmp_path / "raw")
     (raw / "pool").rename(tmp_path / "pool-later")
     lake = tmp_path / "lake"
-    ingest(raw, lake)
+    ingest(raw, lake, limits=limits)
     (tmp_path / "pool-later").rename(raw / "pool")
     before = Lake(lake).manifest_keys()
     shutil.copytree(lake, tmp_path / "probe")
     with faults(monkeypatch, None, enospc) as counted:
-        ingest(raw, tmp_path / "probe")
+        ingest(raw, tmp_path / "probe", limits=limits)
     with faults(monkeypatch, counted.n // 2, enospc), pytest.raises(LakeError) as err:
-        ingest(raw, lake)
+        ingest(raw, lake, limits=limits)
     m = re.search(r"(\d+) file\(s\) committed earlier in this run are kept", str(err.value))
     assert m and int(m.group(1)) >= 1, str(err.value)
     new = [e for e in Lake(lake).manifest() if e.key not in before]
@@ -347,7 +346,7 @@ def test_failure_after_some_files_keeps_those_files(tmp_path: Path,
     assert not list((lake / "_inflight").iterdir())
     _visible_parts_are_whole(lake)
     assert Lake(lake).read("pool_metrics").height == sum(e.rows["pool_metrics"] for e in new)
-    ingest(raw, lake)
+    ingest(raw, lake, limits=limits)
     assert lake_rows(lake) == lake_rows(_clean(raw, tmp_path / "clean"))
 
 

@@ -5,11 +5,11 @@ groups parsed again here, and a calling script without a ``__main__`` guard run 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from ckptwatch.ingest.read import load_file, parse_loaded
 from ckptwatch.ingest.run import ingest
 from ckptwatch.ingest.write import write_files
 from ckptwatch.lake.store import Lake
+from ckptwatch.settings import INGEST, WORKERS_ENV, ingest_settings, parse_workers
 
 ETH = "NIC statistics:\n     rx_prio3_pause: 7\n     rx_bytes: 9\n"
 PERFQUERY = ("# Port extended counters: Lid 7 port 1 (CapMask: 0x5A00)\n"
@@ -94,7 +95,7 @@ def test_workers_write_the_lake_of_one_process(tmp_path: Path, monkeypatch: pyte
     segments; a full ``/dev/shm``, where they fall back to the pipe), the lake is the one
     process's, and no segment is left behind."""
     raw = _raw(tmp_path / "raw")
-    monkeypatch.setattr(run_module, "PARSE_BYTES", 600)  # many small groups, several in flight
+    small = replace(INGEST, parse_bytes=600)  # many small groups, several in flight
     monkeypatch.setattr(parallel, "SHARE_MIN_BYTES", 0 if "shared" in transport else 1 << 40)
     monkeypatch.setattr(parallel, "KEEP_SEGMENT_BYTES", parallel._MIB)  # kept and reused
     if "no room" in transport:
@@ -110,8 +111,8 @@ def test_workers_write_the_lake_of_one_process(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(parallel._Segments, "put", put_and_note)
     before = _segments()
-    alone = ingest(raw, tmp_path / "alone", workers=1)
-    spread = ingest(raw, tmp_path / "spread", workers=2)
+    alone = ingest(raw, tmp_path / "alone", limits=small, workers=1)
+    spread = ingest(raw, tmp_path / "spread", limits=replace(small, workers=2))
     assert bool(made) == (transport == "shared")  # groups sent in segments, or none
     assert _segments() <= before  # every segment unlinked
     assert lake_rows(tmp_path / "spread") == lake_rows(tmp_path / "alone")
@@ -127,7 +128,7 @@ def test_workers_write_the_lake_of_one_process(tmp_path: Path, monkeypatch: pyte
                for k in range(len(REAL_FILES))) > 10
     assert spread.notes == alone.notes
     # a rerun over the same lake writes nothing twice
-    again = ingest(raw, tmp_path / "spread", workers=2)
+    again = ingest(raw, tmp_path / "spread", limits=small, workers=2)
     assert {f.status for f in again.files} <= {"skipped", "ignored", "failed"}
     assert lake_rows(tmp_path / "spread") == lake_rows(tmp_path / "alone")
 
@@ -187,15 +188,16 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
 
 
 def test_how_many_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
-    assert parallel.workers_asked() is None
-    assert parallel.workers_asked("auto") is None and parallel.workers_asked(" AUTO ") is None
-    assert parallel.workers_asked("3") == 3 and parallel.workers_asked(1) == 1
-    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
-    assert parallel.workers_asked() == 2
+    assert ingest_settings(environ={}).workers is None
+    assert parse_workers("auto") is None and parse_workers(" AUTO ") is None
+    assert parse_workers("3") == 3 and parse_workers(1) == 1
+    assert ingest_settings(environ={WORKERS_ENV: "2"}).workers == 2
+    assert ingest_settings(environ={WORKERS_ENV: "2"}, workers="auto").workers is None
     for bad in ("0", "-1", "two", "1.5"):
         with pytest.raises(ConfigError, match="positive integer"):
-            parallel.workers_asked(bad)
+            parse_workers(bad)
+        with pytest.raises(ConfigError, match=f"{WORKERS_ENV}.*positive integer"):
+            ingest_settings(environ={WORKERS_ENV: bad})
     raw = _raw(tmp_path / "raw")
     files = discover(raw)
     assert parallel.workers_for(files, 3) == 3
@@ -221,7 +223,7 @@ def test_ingest_workers_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                              monkeypatch: pytest.MonkeyPatch) -> None:
     from ckptwatch.cli.main import main
 
-    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.delenv(WORKERS_ENV, raising=False)
     raw = write_raw_dir(tmp_path / "raw")
     assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--workers", "none",
                  "--quiet"]) == 2
@@ -231,7 +233,7 @@ def test_ingest_workers_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert "Traceback" not in err and not (tmp_path / "lake").exists()
     assert main(["ingest", str(raw), "--lake", str(tmp_path / "lake"), "--workers", "1",
                  "--quiet"]) == 0
-    assert json.dumps(os.environ.get(parallel.WORKERS_ENV)) == '"1"'
+    assert WORKERS_ENV not in os.environ  # the value is passed down, not through the environment
 
 
 def test_workers_end_with_a_killed_run(tmp_path: Path) -> None:

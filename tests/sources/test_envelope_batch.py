@@ -15,7 +15,7 @@ from tests.bulk_oracle import BULK_EXAMPLES, assert_batch_matches_one_by_one, as
 from tests.sources.test_bulk_json import BASES, _mixed_lines, envelope
 from tests.sources.test_envelope import _text_envelope
 
-from ckptwatch.settings import IngestSettings, using_ingest
+from ckptwatch.settings import IngestSettings
 from ckptwatch.sources import envelope as envelope_module
 from ckptwatch.sources.base import BULK_PARSERS, JSON_BULK_PARSERS
 from ckptwatch.sources.envelope import EnvelopeFile, read_envelope_files
@@ -79,10 +79,10 @@ def test_a_file_over_the_quarantine_cap_reads_as_on_its_own() -> None:
     bad_time = [envelope("ethtool", ETH, device="mlx5_0", collected_at="2026-02-30T00:00:00Z")
                 for _ in range(4)]
     lines = [x for pair in zip(bad_time, ["{not json"] * 4, strict=True) for x in pair]
-    with using_ingest(IngestSettings(max_quarantine_rows=5)):
-        got = read_envelope_files([EnvelopeFile(_file(lines), "f0", "n0"),
-                                   EnvelopeFile(_file(_mixed_lines()), "f1", "n1")])
-        alone = read_envelope_files([EnvelopeFile(_file(lines), "f0", "n0")])[0]
+    limits = IngestSettings(max_quarantine_rows=5)
+    got = read_envelope_files([EnvelopeFile(_file(lines), "f0", "n0"),
+                               EnvelopeFile(_file(_mixed_lines()), "f1", "n1")], limits=limits)
+    alone = read_envelope_files([EnvelopeFile(_file(lines), "f0", "n0")], limits=limits)[0]
     assert got[0].capped.dropped == 3
     assert_same_parse(got[0], alone)
 

@@ -410,16 +410,16 @@ def test_a_file_read_in_chunks_is_the_file_read_whole(lines: list[str], chunk: i
     same error for a column the file lacks; with a quarantine cap too."""
     from dataclasses import replace
 
-    from ckptwatch.settings import INGEST, using_ingest
+    from ckptwatch.settings import INGEST
     from ckptwatch.sources.tabular import read_table
 
     data = _jsonl_file(lines)
     table = "checkpoint_writes"
-    with using_ingest(replace(INGEST, max_quarantine_rows=quarantine_rows)):
-        whole = _outcome(lambda: _read(load_jsonl, data, table))
-    with using_ingest(replace(INGEST, max_quarantine_rows=quarantine_rows,
-                              table_chunk_bytes=chunk)):
-        chunked = _outcome(lambda: read_table(data, table, ".jsonl", file_label="f"))
+    limits = replace(INGEST, max_quarantine_rows=quarantine_rows)
+    whole = _outcome(lambda: canonicalise(load_jsonl(data, table, cap=quarantine_rows), table,
+                                          file_label="f", limits=limits))
+    chunked = _outcome(lambda: read_table(data, table, ".jsonl", file_label="f",
+                                          limits=replace(limits, table_chunk_bytes=chunk)))
     assert chunked == whole
 
 

@@ -19,6 +19,7 @@ four spellings and read the same three ways.
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from ckptwatch.collect.adapters import parse_megatron_log
 from ckptwatch.collect.recorder import dumps_record, validate_record
 from ckptwatch.ingest.run import ingest
 from ckptwatch.lake.store import Lake
-from ckptwatch.settings import INGEST, using_ingest
+from ckptwatch.settings import INGEST
 from ckptwatch.sources import coerce, tabular
 from ckptwatch.sources.tabular import _jsonl_at_once, load_jsonl, read_table
 
@@ -111,9 +112,9 @@ def test_genuine_records_read_alike_fast_careful_and_in_chunks(
     with mock.patch.object(pl, "read_ndjson", side_effect=ValueError("careful")):
         assert _outcome(lambda: _read(load_jsonl, data, TABLE)) == fast
     for chunk in (1, 97, 4096):
-        with using_ingest(replace(INGEST, table_chunk_bytes=chunk)):
-            assert _outcome(lambda: read_table(data, TABLE, ".jsonl", file_label="f")) \
-                == fast, chunk
+        read = functools.partial(read_table, data, TABLE, ".jsonl", file_label="f",
+                                 limits=replace(INGEST, table_chunk_bytes=chunk))
+        assert _outcome(read) == fast, chunk
 
 
 def test_the_recorders_files_take_the_sampled_types() -> None:

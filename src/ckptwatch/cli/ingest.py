@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -70,16 +69,12 @@ def _progress(i: int, n: int, rel: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Ingest and print the summary."""
     from ckptwatch.cli._render import render_ingest
-    from ckptwatch.ingest.parallel import WORKERS_ENV, workers_asked
 
-    limits = ingest_settings(**{name: getattr(args, name) for _, name, _ in LIMIT_FLAGS})
-    workers = workers_asked(args.workers)  # a bad value: one line, before any work
-    if args.workers is not None:  # the flow's tasks read it from the environment too
-        os.environ[WORKERS_ENV] = str(workers or "auto")
+    # The run's settings, loaded once (defaults, CKPTWATCH_* variables, flags) and passed down;
+    # a bad value is one line, before any work.
+    limits = ingest_settings(workers=args.workers,
+                             **{name: getattr(args, name) for _, name, _ in LIMIT_FLAGS})
     if args.flow or args.dask:
-        # the flow's tasks (maybe in Dask workers) read the limits from the environment
-        os.environ.update({INGEST_LIMIT_ENV[name]: str(getattr(limits, name))
-                           for _, name, _ in LIMIT_FLAGS if getattr(args, name) is not None})
         from ckptwatch.flows import local_prefect
 
         local_prefect.configure(args.verbose)  # before the first import of Prefect
@@ -90,13 +85,12 @@ def run(args: argparse.Namespace) -> int:
         if args.dask:
             flow = flow.with_options(task_runner=dask_runner(args.dask))
         with local_prefect.local_server(server):
-            report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait)
+            report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait, limits=limits)
     else:
         from ckptwatch.ingest.run import ingest
 
         report = ingest(args.raw_dir, args.lake, lock_wait_s=args.lock_wait,
-                        progress=None if args.quiet else _progress, limits=limits,
-                        workers=workers or "auto")
+                        progress=None if args.quiet else _progress, limits=limits)
     print(render_ingest(report))
     for note in getattr(report, "notes", []):  # the run's own notes (a lake skipped)
         print(f"  note: {note}")

@@ -86,8 +86,10 @@ def _log_to_stderr(quiet: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start, scan until a signal (or once), stop."""
+    from dataclasses import replace
+
     from ckptwatch.errors import CkptwatchError
-    from ckptwatch.live.watch import Watcher, WatchOptions, state_path
+    from ckptwatch.live.watch import Watcher, state_path
     from ckptwatch.safetext import escape_controls
     from ckptwatch.settings import load_settings
 
@@ -95,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
         raise CkptwatchError(f"raw directory {args.raw_dir} does not exist")
     _log_to_stderr(args.quiet)
     settings = load_settings(args.config)
-    options = WatchOptions(interval_s=args.interval, metrics_file=args.metrics_file,
-                           metrics_port=args.metrics_port, metrics_host=args.metrics_host,
-                           send=args.send, evidence=args.evidence)
+    options = replace(settings.watch, interval_s=args.interval, metrics_file=args.metrics_file,
+                      metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                      send=args.send, evidence=args.evidence)
     watcher = Watcher(args.raw_dir, args.lake, settings, options)
     stop = threading.Event()
 

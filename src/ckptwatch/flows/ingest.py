@@ -12,9 +12,14 @@ content earlier in the run (``content_key``), and waits for every task before it
 lock go. Each file is its own transaction (journal, parts, manifest), so workers in other
 processes or hosts write safely; they must see the raw directory and the lake at the same
 paths (one machine, or a shared file system). Without a Dask runner the flow runs the files
-in order, one task per ``TASK_FILES`` files (``ingest.run.ingest_files``, written in batches
-of ``BATCH_FILES`` as ``ckptwatch ingest`` writes them: one journal entry and one round of
-fsyncs per batch).
+in order, one task per ``TASK_BATCHES`` batches of files (``ingest.run.ingest_files``, written
+in batches of ``IngestSettings.batch_files`` as ``ckptwatch ingest`` writes them: one journal
+entry and one round of fsyncs per batch).
+
+The run's settings (``IngestSettings``: limits, batch sizes, workers) are the flow's
+``limits`` parameter (``ckptwatch ingest --flow`` passes those it loaded; None: loaded at the
+flow's start from the defaults and the ``CKPTWATCH_*`` variables); ``discover`` puts them on
+each ``RawFile``, so that a task, on whatever worker, applies the run's.
 """
 
 from __future__ import annotations
@@ -32,26 +37,28 @@ from prefect.futures import wait
 
 from ckptwatch.errors import LakeError, MissingExtraError
 from ckptwatch.ingest.discover import RawFile, discover
-from ckptwatch.ingest.parallel import Parsing, workers_asked, workers_for
+from ckptwatch.ingest.parallel import Parsing, workers_for
 from ckptwatch.ingest.read import content_key, parse_file
-from ckptwatch.ingest.run import BATCH_FILES, IngestReport, ingest_files, run_stopped
+from ckptwatch.ingest.run import IngestReport, ingest_files, run_stopped
 from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
 from ckptwatch.lake.store import Lake
+from ckptwatch.settings import IngestSettings, ingest_settings
 from ckptwatch.sources.base import safe_text
 
-#: Files one ingest task takes at most (written in batches of ``BATCH_FILES``): each task
-#: ends with its parse workers' pipeline drained, so fewer, larger tasks idle them less (on
-#: the 512-node day 17 tasks of 64 files, 5 of 256); a retry redoes at most this many.
-TASK_FILES = 4 * BATCH_FILES
+#: Batches of files (``IngestSettings.batch_files`` each) one ingest task takes at most: each
+#: task ends with its parse workers' pipeline drained, so fewer, larger tasks idle them less
+#: (on the 512-node day 17 tasks of 64 files, 5 of 256); a retry redoes at most this many.
+TASK_BATCHES = 4
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="discover {raw_dir}", cache_policy=NO_CACHE)
-def discover_files(raw_dir: Path, lake_root: Path | None = None
-                   ) -> tuple[list[RawFile], list[str]]:
-    """List and recognise the raw files, never the lake's own (I/O: retried); also the notes
-    (a lake skipped under the raw directory)."""
+def discover_files(raw_dir: Path, lake_root: Path | None = None,
+                   limits: IngestSettings | None = None) -> tuple[list[RawFile], list[str]]:
+    """List and recognise the raw files, never the lake's own (I/O: retried), each carrying
+    the run's ``limits``; also the notes (a lake skipped under the raw directory)."""
     notes: list[str] = []
-    return discover(raw_dir, lake=lake_root, notes=notes), notes
+    return discover(raw_dir, lake=lake_root, notes=notes,
+                    limits=ingest_settings() if limits is None else limits), notes
 
 
 @task(retries=2, retry_delay_seconds=5, task_run_name="ingest {n_files} file(s) from {first}",
@@ -132,26 +139,30 @@ def _ingest_parallel(raw_files: list[RawFile], lake_root: Path, known: set[str],
 
 
 @flow(name="ingest", flow_run_name="ingest {raw_dir}", log_prints=True)
-def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0) -> IngestReport:
-    """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``."""
+def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0,
+                limits: IngestSettings | None = None) -> IngestReport:
+    """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root`` under
+    ``limits`` (None: the defaults and the ``CKPTWATCH_*`` variables, loaded here)."""
     logger = get_run_logger()
     t0 = time.monotonic()
     raw_dir, lake_root = Path(raw_dir), Path(lake_root)
+    run = ingest_settings() if limits is None else limits
     with Lake(lake_root).lock(wait_s=lock_wait_s):
         lake, recovered = prepare_lake(lake_root)
         if recovered:
             logger.warning("rolled back %d file(s) left half-ingested by an earlier run",
                            recovered)
-        files, notes = discover_files(raw_dir, lake_root)
+        files, notes = discover_files(raw_dir, lake_root, run)
         known = lake.manifest_keys()
         now = datetime.now(UTC)
         results: list[FileResult] = []
         if _on_dask():
             results = _ingest_parallel(files, lake_root, known, now)
             files = []
-        with Parsing(workers_for(files, workers_asked())) as parsing:
-            for start in range(0, len(files), TASK_FILES):
-                raws = files[start:start + TASK_FILES]
+        task_files = TASK_BATCHES * run.batch_files
+        with Parsing(workers_for(files, run.workers)) as parsing:
+            for start in range(0, len(files), task_files):
+                raws = files[start:start + task_files]
                 # A write failure raises run_stopped's one line (disk full, permission denied).
                 batch, new_keys = ingest_batch(lake_root, raws, frozenset(known), now,
                                                results, len(raws), safe_text(raws[0].rel),

@@ -10,11 +10,12 @@ lake: a run that overlaps a previous one fails at once saying so.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from ckptwatch.live.watch import Watcher, WatchOptions
+from ckptwatch.live.watch import Watcher
 from ckptwatch.safetext import escape_controls
 from ckptwatch.settings import load_settings
 
@@ -26,9 +27,9 @@ def watch_flow(raw_dir: str, lake_root: str, minutes: float = 59.0, interval_s: 
     """Watch ``raw_dir``'s checkpoints for ``minutes``; returns scans, alerts sent, failures."""
     logger = get_run_logger()
     settings = load_settings(Path(config) if config else None)
-    options = WatchOptions(interval_s=interval_s,
-                           metrics_file=Path(metrics_file) if metrics_file else None,
-                           metrics_port=metrics_port)
+    options = replace(settings.watch, interval_s=interval_s,
+                      metrics_file=Path(metrics_file) if metrics_file else None,
+                      metrics_port=metrics_port)
     watcher = Watcher(Path(raw_dir), Path(lake_root), settings, options)
     stop = threading.Event()
     timer = threading.Timer(minutes * 60.0, stop.set)

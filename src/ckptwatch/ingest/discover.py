@@ -31,7 +31,7 @@ import os
 import stat
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ckptwatch.errors import CorruptInputError, RawDirError
-from ckptwatch.settings import IngestSettings, active_ingest
+from ckptwatch.settings import INGEST, IngestSettings
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import INPUT_ERRORS, detect_tool
 from ckptwatch.sources.tabular import csv_delimiter
@@ -90,6 +90,8 @@ class RawFile:
     table: str | None = None
     node: str | None = None
     reason: str | None = None
+    #: The run's ingest limits (``discover``'s): what reads, parses and writes this file applies.
+    limits: IngestSettings = field(default=INGEST, repr=False, compare=False)
 
     @property
     def suffix(self) -> str:
@@ -121,8 +123,8 @@ class Content:
 
 
 def load(path: Path, *, lines: bool = True, text: bool = False,
-         limits: IngestSettings | None = None) -> Content:
-    """Read ``path`` within the limits (``limits``, default ``active_ingest()``).
+         limits: IngestSettings = INGEST) -> Content:
+    """Read ``path`` within ``limits``.
 
     A ``.gz`` is decompressed to at most ``limits.decompressed_limit(its size)`` bytes, any
     file to at most ``max_file_bytes``: the bytes up to the cut are kept and ``failure`` says
@@ -132,7 +134,7 @@ def load(path: Path, *, lines: bool = True, text: bool = False,
     (``to_utf8``): bytes that are not UTF-8 are a ``failure``. Raises ``OSError`` only when the
     file cannot be opened or read at all.
     """
-    lim = limits or active_ingest()
+    lim = limits
     gz = path.suffix.lower() == ".gz"
     stored = path.stat().st_size
     cap = lim.decompressed_limit(stored) if gz else lim.max_file_bytes
@@ -334,12 +336,12 @@ def _blank_long_lines(data: bytes, limit: int, keep: int) -> tuple[
     return b"".join(out), long_lines
 
 
-def read_bytes(path: Path) -> bytes:
-    """File content, decompressed when it ends in ``.gz``, within the limits.
+def read_bytes(path: Path, limits: IngestSettings = INGEST) -> bytes:
+    """File content, decompressed when it ends in ``.gz``, within ``limits``.
 
     Raises ``CorruptInputError`` (an OSError) when it cannot be read whole (``load``).
     """
-    content = load(path, lines=False)
+    content = load(path, lines=False, limits=limits)
     if content.failure:
         raise CorruptInputError(content.failure)
     return content.data
@@ -402,8 +404,8 @@ def _is_dlio_companion(obj: object, name: str) -> bool:
                                                or any(str(k).isdigit() for k in obj))
 
 
-def classify(path: Path, rel: str) -> RawFile:
-    """Recognise one raw file."""
+def classify(path: Path, rel: str, limits: IngestSettings = INGEST) -> RawFile:
+    """Recognise one raw file (read within ``limits``)."""
     parts = Path(rel).parts
     place = parts[0] if len(parts) > 1 else Path(parts[0]).stem.split(".")[0]
     node = parts[1] if place in NODE_PLACES and len(parts) >= 3 else None
@@ -434,8 +436,8 @@ def classify(path: Path, rel: str) -> RawFile:
                 return RawFile(path, rel, "tabular", table=table)
         # A whole-file JSON document: a tool output or DLIO stats.
         try:  # a whole-file record is at most max_record_bytes: a bigger file is not one
-            small = path.stat().st_size <= active_ingest().max_record_bytes
-            whole = _json_or_none(read_bytes(path)) if small else None
+            small = path.stat().st_size <= limits.max_record_bytes
+            whole = _json_or_none(read_bytes(path, limits)) if small else None
         except READ_ERRORS:
             whole = None
         if whole is not None:
@@ -550,12 +552,14 @@ def _walk(raw_dir: Path, lake: Path | None, lakes: list[Path]) -> list[Path]:
 
 
 def discover(raw_dir: Path, *, lake: Path | None = None,
-             notes: list[str] | None = None) -> list[RawFile]:
+             notes: list[str] | None = None,
+             limits: IngestSettings = INGEST) -> list[RawFile]:
     """Every raw file under ``raw_dir`` (hidden files and dirs skipped), sorted by path.
 
     Each entry is classified; a file that cannot be classified, or must not be read (see the
     module docstring), is listed with a reason, never skipped in silence. A lake under
     ``raw_dir`` (``lake``, or any ckptwatch lake) is skipped; ``notes`` gets one line saying so.
+    Each file carries ``limits`` (``RawFile.limits``), which its read, parse and write apply.
     """
     if not raw_dir.exists():
         raise RawDirError(f"raw directory {raw_dir} does not exist")
@@ -586,7 +590,7 @@ def discover(raw_dir: Path, *, lake: Path | None = None,
                                reason="documentation or scenario labels, not telemetry"))
             continue
         try:
-            out.append(classify(path, rel))
+            out.append(classify(path, rel, limits))
         except INPUT_ERRORS as exc:  # a recogniser failed on hostile content: say so, go on
             detail = " ".join(str(exc).split())[:200]
             out.append(RawFile(path, rel, "unknown", reason=(
@@ -596,4 +600,6 @@ def discover(raw_dir: Path, *, lake: Path | None = None,
         names = ", ".join(f"{p.relative_to(raw_dir).as_posix()}/" for p in lakes)
         notes.append(f"skipped {len(lakes)} ckptwatch lake(s) under the raw directory: {names} "
                      "(a lake is never read as raw input; keep --lake outside RAW_DIR)")
+    if limits is not INGEST:
+        out = [replace(raw, limits=limits) for raw in out]
     return out

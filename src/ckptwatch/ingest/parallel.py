@@ -9,9 +9,10 @@ written, skipped and reported exactly as a run in one process does: loading (rea
 deduplicate) and writing (journal, parts, manifest) stay in the calling process, and a crash of
 a worker loses nothing (its groups are parsed again here; the lake is written only here).
 
-At most ``workers + 1`` groups are in flight (each at most ``run.PARSE_BYTES`` of input), so
-memory stays bounded by the group size, not the run's. ``CKPTWATCH_INGEST_WORKERS`` (or
-``ingest(workers=)``) sets the number: ``1`` parses in this process, ``auto`` (the default)
+At most ``workers + 1`` groups are in flight (each at most ``IngestSettings.parse_bytes`` of
+input), so memory stays bounded by the group size, not the run's. ``IngestSettings.workers``
+(``--workers``, ``CKPTWATCH_INGEST_WORKERS``) sets the number: ``1`` parses in this process,
+``auto`` (the default)
 uses up to ``MAX_AUTO_WORKERS`` of the CPUs this process may run on when the run is large
 enough to pay for starting them (about 1.2 CPU s of imports each).
 """
@@ -35,42 +36,17 @@ from datetime import datetime
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
-from ckptwatch.errors import ConfigError
 from ckptwatch.ingest.discover import RawFile
 from ckptwatch.ingest.read import LoadedFile, ParsedFile, parse_loaded
 from ckptwatch.ingest.write import encode_parts
 from ckptwatch.lake.store import Lake
-from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
 
-#: The environment variable of the number of parse workers (``auto`` or a positive integer).
-WORKERS_ENV = "CKPTWATCH_INGEST_WORKERS"
 #: Bytes of files beside a run's largest from which ``auto`` starts workers. Two workers cost ~2.4
 #: CPU s to start (imports); below this their start costs about what they save (a run of
 #: 70-80 MB of tool text parses within ~1 s either way), and larger runs gain.
 PARALLEL_BYTES = 128 * 2**20
 #: Most workers ``auto`` starts (the calling process loads and writes beside them).
 MAX_AUTO_WORKERS = 4
-
-
-def workers_asked(value: int | str | None = None) -> int | None:
-    """The number of parse workers asked for: ``value``, else ``$CKPTWATCH_INGEST_WORKERS``;
-    None for ``auto`` (or neither given). Raises ``ConfigError`` for anything but ``auto`` or
-    a positive integer."""
-    if value is None:
-        value = os.environ.get(WORKERS_ENV, "").strip() or "auto"
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lower() == "auto":
-            return None
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(f"ingest workers (--workers, {WORKERS_ENV}) must be 'auto' or a "
-                              f"positive integer (got {text[:40]!r})") from None
-    if value < 1:
-        raise ConfigError(f"ingest workers (--workers, {WORKERS_ENV}) must be 'auto' or a "
-                          f"positive integer (got {value})")
-    return value
 
 
 def usable_cpus() -> int:
@@ -176,17 +152,16 @@ def _worker_allocator() -> Iterator[None]:
 Shared = tuple[str, list[tuple[int, int, int]]] | None
 
 
-def _parse_group(items: Sequence[ParsedFile | LoadedFile], shared: Shared,
-                 limits: IngestSettings, lake_root: Path,
+def _parse_group(items: Sequence[ParsedFile | LoadedFile], shared: Shared, lake_root: Path,
                  ingested_ts: datetime) -> list[ParsedFile]:
-    """``parse_loaded`` in a worker, under the run's limits, each file's parts encoded for the
+    """``parse_loaded`` in a worker (under the run's limits, which each file carries:
+    ``RawFile.limits``), each file's parts encoded for the
     lake at ``lake_root`` (``write.encode_parts``: the Parquet encoding is done here too); the
     files' bytes first taken from shared memory when ``shared`` says where."""
     lake = Lake(lake_root)
     if shared is not None:
         items = _from_shared(items, *shared)
-    with using_ingest(limits):
-        return [encode_parts(lake, pf, ingested_ts) for pf in parse_loaded(items)]
+    return [encode_parts(lake, pf, ingested_ts) for pf in parse_loaded(items)]
 
 
 def _from_shared(items: Sequence[ParsedFile | LoadedFile], name: str,
@@ -328,7 +303,6 @@ class Parsing:
         self._segments = _Segments()
         #: the keys of the files in the groups in flight
         self.keys: set[str] = set()
-        self._limits = active_ingest()
 
     def __enter__(self) -> Parsing:
         return self
@@ -383,8 +357,8 @@ class Parsing:
             portable, shared = self._segments.put(group)
             try:
                 with _main_left_behind():  # a submit may start a worker
-                    future = pool.submit(_parse_group, portable, shared, self._limits,
-                                         lake.root, ingested_ts)
+                    future = pool.submit(_parse_group, portable, shared, lake.root,
+                                         ingested_ts)
             except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a worker died
                 self._segments.release(shared)
                 shared = None

@@ -23,7 +23,7 @@ from typing import Any
 
 from ckptwatch.errors import RecordError
 from ckptwatch.ingest.discover import Content, FileKind, RawFile, load, read_bytes
-from ckptwatch.settings import active_ingest
+from ckptwatch.settings import IngestSettings
 from ckptwatch.sources import mlperf
 from ckptwatch.sources.base import (
     INPUT_ERRORS,
@@ -97,7 +97,8 @@ def _file_bytes(raw: RawFile) -> Content:
     line-oriented formats (JSON Lines, CSV, envelopes); a CSV or JSON Lines table that is not
     UTF-8 (nor UTF-16) cannot be read whole."""
     table_text = raw.kind == "tabular" and raw.suffix != ".parquet"
-    return load(raw.path, lines=raw.kind == "envelope" or table_text, text=table_text)
+    return load(raw.path, lines=raw.kind == "envelope" or table_text, text=table_text,
+                limits=raw.limits)
 
 
 def _sysfs_tree_bytes(raw: RawFile) -> Content:
@@ -118,11 +119,11 @@ def _read_tabular(raw: RawFile, data: bytes) -> Parsed:
         raise RecordError(f"unsupported file type '{raw.suffix}' for {raw.table} "
                           f"(use .jsonl, .csv or .parquet)")
     if raw.suffix == ".parquet":
-        _check_parquet_size(data)
-    return read_table(data, raw.table, raw.suffix, file_label=raw.rel)
+        _check_parquet_size(data, raw.limits)
+    return read_table(data, raw.table, raw.suffix, file_label=raw.rel, limits=raw.limits)
 
 
-def _check_parquet_size(data: bytes) -> None:
+def _check_parquet_size(data: bytes, limits: IngestSettings) -> None:
     """A Parquet file whose columns decode to more than the size limit (its footer says) is a
     ``RecordError``: it is not decoded at all."""
     import pyarrow as pa
@@ -133,7 +134,7 @@ def _check_parquet_size(data: bytes) -> None:
     except (OSError, ValueError, pa.ArrowException):
         return  # unreadable: the loader says why
     size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    cap = active_ingest().decompressed_limit(len(data))
+    cap = limits.decompressed_limit(len(data))
     if size > cap:
         raise RecordError(f"cannot read file: Parquet columns decode to {size:,} bytes, more "
                           f"than the limit of {cap:,} (CKPTWATCH_MAX_DECOMPRESSED_RATIO, "
@@ -142,7 +143,7 @@ def _check_parquet_size(data: bytes) -> None:
 
 def _read_envelopes(raw: RawFile, data: bytes) -> Parsed:
     """A JSON Lines envelope file; a line without ``node`` takes the node its place names."""
-    return read_envelopes(data, file_label=raw.rel, default_node=raw.node)
+    return read_envelopes(data, file_label=raw.rel, default_node=raw.node, limits=raw.limits)
 
 
 def _read_tool(raw: RawFile, data: bytes) -> Parsed:
@@ -150,7 +151,7 @@ def _read_tool(raw: RawFile, data: bytes) -> Parsed:
     assert raw.node is not None
     ts = time_from_name(raw.path.name) or datetime.fromtimestamp(
         raw.path.stat().st_mtime, tz=UTC)
-    return read_tool_file(data, file_label=raw.rel, node=raw.node, ts=ts)
+    return read_tool_file(data, file_label=raw.rel, node=raw.node, ts=ts, limits=raw.limits)
 
 
 def _read_sysfs_tree(raw: RawFile, data: bytes) -> Parsed:
@@ -163,7 +164,7 @@ def _read_sysfs_tree(raw: RawFile, data: bytes) -> Parsed:
         newest = max((p.stat().st_mtime for p in raw.path.rglob("*") if p.is_file()),
                      default=raw.path.stat().st_mtime)
         ts = datetime.fromtimestamp(newest, tz=UTC)
-    out = Parsed()
+    out = Parsed(limits=raw.limits)
     ctx = ToolContext(node=raw.node, ts=ts, source="sysfs-ib")
     rows_to_frames(parse_tool_output(read_sysfs_tree(raw.path), ctx), out)
     return out
@@ -175,7 +176,7 @@ def _read_dlio(raw: RawFile, data: bytes) -> Parsed:
     (bare ``per_epoch_stats.json``: rank 0), the node is ``hostname`` of ``<rank>_output.json``
     beside it, the rank count and the storage come from the run's ``summary.json`` and
     ``dlio.log``, the job from the run directory (``_dlio_job_id``)."""
-    out = Parsed()
+    out = Parsed(limits=raw.limits)
     rows_to_frames(_dlio_rows(raw, data, out), out)
     return out
 
@@ -186,8 +187,8 @@ def _dlio_rows(raw: RawFile, data: bytes, out: Parsed) -> dict[str, list[dict[st
     if rank is None:  # DLIO names per-rank files <rank>_per_epoch_stats.json; bare is rank 0
         rank = 0
     parent = raw.path.parent
-    summary = _dlio_companion(parent / "summary.json", out.notes)
-    log = _dlio_companion(parent / "dlio.log", out.notes)
+    summary = _dlio_companion(parent / "summary.json", out.notes, raw.limits)
+    log = _dlio_companion(parent / "dlio.log", out.notes, raw.limits)
     try:
         run = mlperf.read_dlio_run(summary, log)
     except (RecordError, RecursionError) as exc:
@@ -195,7 +196,7 @@ def _dlio_rows(raw: RawFile, data: bytes, out: Parsed) -> dict[str, list[dict[st
         out.notes.append(f"{raw.rel}: the run's summary.json is not read ({why})")
         run = mlperf.read_dlio_run(None, log)
     node = None
-    output = _dlio_companion(parent / f"{rank}_output.json", out.notes)
+    output = _dlio_companion(parent / f"{rank}_output.json", out.notes, raw.limits)
     if output is not None:
         try:
             node = mlperf.hostname_from_output(output)
@@ -219,7 +220,7 @@ def _read_dlio_files(items: Sequence[LoadedFile]) -> dict[int, Parsed]:
     results: list[dict[str, list[dict[str, Any]]]] = []
     done: list[LoadedFile] = []
     for x in items:
-        out = Parsed()
+        out = Parsed(limits=x.raw.limits)
         try:
             results.append(_dlio_rows(x.raw, x.content.data, out))
         except _PARSE_ERRORS:
@@ -233,13 +234,13 @@ def _read_dlio_files(items: Sequence[LoadedFile]) -> dict[int, Parsed]:
     return {id(x): out for x, out in zip(done, outs, strict=True)}
 
 
-def _dlio_companion(path: Path, notes: list[str]) -> str | None:
+def _dlio_companion(path: Path, notes: list[str], limits: IngestSettings) -> str | None:
     """The text of a file of a DLIO run beside the per-rank stats (None: there is none, or it
     cannot be read, which ``notes`` says): read within the ingest's limits."""
     if not path.is_file():
         return None
     try:
-        return read_bytes(path).decode("utf-8", errors="replace")
+        return read_bytes(path, limits).decode("utf-8", errors="replace")
     except OSError as exc:
         notes.append(f"{path.name} beside DLIO stats is not read: {exc}")
         return None
@@ -266,12 +267,13 @@ def _dlio_job_id(raw: RawFile, run: mlperf.DlioRun) -> str:
 
 def _read_unrecognised(raw: RawFile, data: bytes) -> Parsed:
     """A file nothing recognised: one quarantined record with the reason and its first bytes."""
-    return Parsed(rejects=[Reject(raw.reason or "unrecognised file", None, clip_raw(data))])
+    return Parsed(rejects=[Reject(raw.reason or "unrecognised file", None, clip_raw(data))],
+                  limits=raw.limits)
 
 
 def _read_refused(raw: RawFile, data: bytes) -> Parsed:
     """A file that must not be read (see ``discover``): one quarantined record saying why."""
-    return Parsed(rejects=[Reject(raw.reason or "not read", None)])
+    return Parsed(rejects=[Reject(raw.reason or "not read", None)], limits=raw.limits)
 
 
 def _read_nothing(raw: RawFile, data: bytes) -> Parsed:
@@ -371,7 +373,7 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
     if len(together) > 1:
         try:
             results = read_envelope_files([EnvelopeFile(x.content.data, x.raw.rel, x.raw.node)
-                                           for x in together])
+                                           for x in together], limits=together[0].raw.limits)
         except _PARSE_ERRORS:  # each file again on its own: whose failure it is
             results = []
         parsed = {id(x): p for x, p in zip(together, results, strict=False)}
@@ -409,22 +411,23 @@ def _parse(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> Parse
     """Parse one loaded file with ``parse`` (its reader's, or one giving what
     ``parse_loaded`` parsed of it already) into its ``ParsedFile`` (see ``parse_file``)."""
     raw, key, content = item.raw, item.key, item.content
-    limits = active_ingest()
+    limits = raw.limits
     failure = content.failure
     data = content.data
     try:
         if raw.kind == "unknown" and failure:
-            parsed = Parsed()  # the failure's own row says why: nothing else to say
+            parsed = Parsed(limits=limits)  # the failure's own row says why: nothing more
         elif _over_record_limit(raw, data):
             parsed = Parsed(rejects=[Reject(
                 f"the file is one record of {len(data):,} bytes, over the limit of "
                 f"{limits.max_record_bytes:,} (CKPTWATCH_MAX_RECORD_BYTES): not read", None,
-                clip_raw(data[:limits.quarantine_raw_max]), raw.table)])
+                clip_raw(data[:limits.quarantine_raw_max]), raw.table)], limits=limits)
         else:
             parsed = parse(raw, data)
     except RecordError as exc:
         parsed = Parsed(rejects=[Reject(exc.reason, exc.line,
-                                        clip_raw(data[:limits.quarantine_raw_max]), raw.table)])
+                                        clip_raw(data[:limits.quarantine_raw_max]), raw.table)],
+                        limits=limits)
         failure = failure or exc.reason
     except INPUT_ERRORS as exc:
         detail = " ".join(str(exc).split())[:300]
@@ -432,7 +435,8 @@ def _parse(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> Parse
                   f"{detail}); the whole file is quarantined; please report it as a ckptwatch "
                   "bug")
         parsed = Parsed(rejects=[Reject(reason, None,
-                                        clip_raw(data[:limits.quarantine_raw_max]), raw.table)])
+                                        clip_raw(data[:limits.quarantine_raw_max]), raw.table)],
+                        limits=limits)
         failure = failure or reason
     _add_limit_rejects(raw, content, parsed)
     rejects = parsed.capped
@@ -455,19 +459,19 @@ def _parse(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> Parse
 def _over_record_limit(raw: RawFile, data: bytes) -> bool:
     """A file its reader takes as one record (``Reader.whole_record``) over
     ``max_record_bytes``: quarantined unread."""
-    return READERS[raw.kind].whole_record and len(data) > active_ingest().max_record_bytes
+    return READERS[raw.kind].whole_record and len(data) > raw.limits.max_record_bytes
 
 
 def _add_limit_rejects(raw: RawFile, content: Content, parsed: Parsed) -> None:
     """The lines ``load`` blanked (over the record limit) as rejects, in line order."""
     if not content.long_lines:
         return
-    limit = active_ingest().max_record_bytes
+    limit = raw.limits.max_record_bytes
     merged = [*parsed.rejects, *(Reject(
         f"line is {length:,} bytes, over the limit of {limit:,} (CKPTWATCH_MAX_RECORD_BYTES): "
         "not read", line, clip_raw(head), raw.table) for line, length, head in content.long_lines)]
     merged.sort(key=lambda r: r.line or 0)
-    kept = Rejects(merged)
+    kept = Rejects(merged, cap=raw.limits.max_quarantine_rows)
     kept.dropped += parsed.capped.dropped
     parsed.rejects = kept
 

@@ -2,38 +2,29 @@
 
 The steps are separate so that the Prefect flow (``ckptwatch.flows.ingest``) can run them as
 tasks: ``discover.discover`` -> ``ingest_files`` (``read.load_file`` and ``read.parse_loaded``,
-the envelope files of up to ``BATCH_FILES`` files parsed together, -> ``write.write_files``
-per batch). ``ingest`` runs them here, in order.
+the envelope files of up to ``IngestSettings.batch_files`` files parsed together, ->
+``write.write_files`` per batch). ``ingest`` runs them here, in order. The run's settings
+(``settings.IngestSettings``: limits, batch sizes, workers) are given to ``discover``, which
+puts them on each ``RawFile``; every later step takes them from there.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ckptwatch.errors import LakeError
 from ckptwatch.ingest.discover import RawFile, discover
-from ckptwatch.ingest.parallel import Parsing, workers_asked, workers_for
+from ckptwatch.ingest.parallel import Parsing, workers_for
 from ckptwatch.ingest.read import LoadedFile, ParsedFile, load_file, skip_known
 from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_files
 from ckptwatch.lake.schema import ENVELOPE_SOURCES
 from ckptwatch.lake.store import Lake
-from ckptwatch.settings import IngestSettings, active_ingest, using_ingest
+from ckptwatch.settings import INGEST, IngestSettings, ingest_settings, parse_workers
 from ckptwatch.sources.base import safe_text
-
-#: Files to ingest written as one batch at most (``write.write_files``: one journal entry and
-#: one round of fsyncs), and the rows they may hold together (memory: the batch's rows are
-#: held until it is written).
-BATCH_FILES = 64
-BATCH_ROWS = 200_000
-#: Bytes of files loaded at most before they are parsed together (``read.parse_loaded``: one
-#: bulk-parser call per source for all of them); at most ``BATCH_FILES`` files. On the 64-node
-#: world day 8 MiB took the least CPU (12.9-14.1 s, against 15.0 at 16 and 32 MiB, 16.5 parsing
-#: file by file) and holds least (peak RSS 340 MB, 480 at 32 MiB, 270 file by file).
-PARSE_BYTES = 8 * 2**20
 
 
 @dataclass
@@ -222,27 +213,23 @@ def ingest(raw_dir: Path, lake_root: Path, *,
     """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root``.
 
     Each file is committed by its own manifest entry, written in batches of up to
-    ``BATCH_FILES`` files (``BATCH_ROWS`` rows; ``write.write_files``). A write failure (disk
-    full, permission denied) stops the run with one ``LakeError`` naming the file (and how many
-    were written with it); that batch is rolled back and the files committed before it stay, so
-    a rerun finishes the job. ``limits``: the input limits (default: the
-    built-in ones and the ``CKPTWATCH_MAX_*`` variables). The lake, when it lies under
-    ``raw_dir``, is not read (``IngestReport.notes`` says so). ``workers``: processes that
-    parse (``parallel``; ``auto``, the default, or ``$CKPTWATCH_INGEST_WORKERS``: several
-    for a large run, none for a small one).
+    ``limits.batch_files`` files (``batch_rows`` rows; ``write.write_files``). A write failure
+    (disk full, permission denied) stops the run with one ``LakeError`` naming the file (and
+    how many were written with it); that batch is rolled back and the files committed before it
+    stay, so a rerun finishes the job. ``limits``: the run's settings (``IngestSettings``; a
+    command passes those it loaded; None: loaded here, the built-in ones and the
+    ``CKPTWATCH_*`` variables). The lake, when it lies under ``raw_dir``, is not read
+    (``IngestReport.notes`` says so). ``workers``: processes that parse (``parallel``;
+    ``auto`` or a number), over ``limits.workers``.
     """
-    asked = workers_asked(workers)
-    with using_ingest(limits or active_ingest()):
-        return _ingest(raw_dir, lake_root, progress, lock_wait_s, asked)
-
-
-def _ingest(raw_dir: Path, lake_root: Path, progress: Callable[[int, int, str], None] | None,
-            lock_wait_s: float, workers: int | None) -> IngestReport:
+    run = ingest_settings() if limits is None else limits
+    if workers is not None:
+        run = replace(run, workers=parse_workers(workers))
     t0 = time.monotonic()
     notes: list[str] = []
-    files = discover(raw_dir, lake=lake_root, notes=notes)
+    files = discover(raw_dir, lake=lake_root, notes=notes, limits=run)
     lake = Lake(lake_root)
-    with lake.lock(wait_s=lock_wait_s), Parsing(workers_for(files, workers)) as parsing:
+    with lake.lock(wait_s=lock_wait_s), Parsing(workers_for(files, run.workers)) as parsing:
         lake, recovered = prepare_lake(lake_root)
         known = lake.manifest_keys()
         now = datetime.now(UTC)
@@ -258,10 +245,11 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
                  progress: Callable[[int, int, str], None] | None = None,
                  parsing: Parsing | None = None) -> None:
     """Parse and write ``files`` in order (the caller holds the lake lock), in batches of up to
-    ``BATCH_FILES`` files and ``BATCH_ROWS`` rows (``write.write_files``); a file that failed
-    to read is written on its own, at once. Files are loaded, then parsed in groups of up to
-    ``BATCH_FILES`` files and ``PARSE_BYTES`` bytes (``read.parse_loaded``: the envelope files
-    of a group through each bulk parser at once; each file's rows as it gives them alone).
+    ``batch_files`` files and ``batch_rows`` rows (the files' ``RawFile.limits``;
+    ``write.write_files``); a file that failed to read is written on its own, at once. Files
+    are loaded, then parsed in groups of up to ``batch_files`` files and ``parse_bytes`` bytes
+    (``read.parse_loaded``: the envelope files of a group through each bulk parser at once;
+    each file's rows as it gives them alone).
     Appends each file's result to ``results`` (the run's results so far: a failure's message
     counts the files committed before it) and each ingested key to ``known`` (a second copy
     of that content later in the run is skipped). ``parsing``: where the groups are parsed
@@ -269,7 +257,7 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
     files (``parallel.workers_for``: worker processes for a large run), closed on return.
     Raises ``run_stopped``'s ``LakeError`` when a batch cannot be written (rolled back)."""
     if parsing is None:
-        with Parsing(workers_for(files, workers_asked())) as own:
+        with Parsing(workers_for(files, _limits(files).workers)) as own:
             ingest_files(lake, files, known, now, results, progress, own)
         return
     try:
@@ -281,6 +269,7 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
 def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: datetime,
                   results: list[FileResult], progress: Callable[[int, int, str], None] | None,
                   parsing: Parsing) -> None:
+    limits = _limits(files)
     batch: list[ParsedFile] = []
     batch_rows = 0
     #: files loaded, to be parsed together (``read.parse_loaded``), and their keys and bytes
@@ -304,7 +293,8 @@ def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: da
         if _to_ingest(pf):
             known.add(pf.key)
             batch_rows += pf.n_rows
-        if pf.failure or batch_rows >= BATCH_ROWS or sum(map(_to_ingest, batch)) >= BATCH_FILES:
+        if pf.failure or batch_rows >= limits.batch_rows \
+                or sum(map(_to_ingest, batch)) >= limits.batch_files:
             flush()
             batch_rows = 0
 
@@ -332,10 +322,15 @@ def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: da
             loaded_keys.add(item.key)
             loaded_bytes += item.content.size
         loaded.append(item)
-        if len(loaded) >= BATCH_FILES or loaded_bytes >= PARSE_BYTES:
+        if len(loaded) >= limits.batch_files or loaded_bytes >= limits.parse_bytes:
             parse_loaded_files()
     parse_loaded_files(wait=True)
     flush()
+
+
+def _limits(files: Sequence[RawFile]) -> IngestSettings:
+    """The run's settings, which ``discover`` gave every file."""
+    return files[0].limits if files else INGEST
 
 
 def _to_ingest(pf: ParsedFile) -> bool:

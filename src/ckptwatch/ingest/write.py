@@ -21,7 +21,6 @@ import polars as pl
 from ckptwatch.ingest.read import EncodedParts, ParsedFile
 from ckptwatch.lake.schema import QUARANTINE, TABLES
 from ckptwatch.lake.store import INFLIGHT_DIR, Lake, ManifestEntry, encode_part
-from ckptwatch.settings import active_ingest
 from ckptwatch.sources.base import Parsed, Reject, clip_raw, safe_text
 
 #: What happened to one raw file: ``ingested``, ``skipped`` (already in the lake), ``ignored``
@@ -206,7 +205,7 @@ def _write_failed(lake: Lake, pf: ParsedFile, rel_text: str,
                   prov: dict[str, pl.Expr]) -> FileResult:
     """A file that could not be read whole: quarantine only, no manifest entry (see the module
     docstring); journalled like any write, so a killed run leaves nothing of it."""
-    rejects = [*pf.parsed.rejects, *_kept_records(pf, active_ingest().max_quarantine_rows)]
+    rejects = [*pf.parsed.rejects, *_kept_records(pf, pf.raw.limits.max_quarantine_rows)]
     # Parts named by content and path: two copies of a broken file each keep their rows.
     key = hashlib.sha256(f"{pf.key}\0failed\0{rel_text}".encode()).hexdigest()
     planned = [(rel, part) for rel, part in lake.plan_parts(

@@ -65,7 +65,7 @@ from ckptwatch.live.follow import Chunk, Cursor, Follower, parse_chunk
 from ckptwatch.live.metrics import MetricsServer, WatchMetrics, write_textfile
 from ckptwatch.live.tracker import Completed, Tracker
 from ckptwatch.safetext import escape_controls
-from ckptwatch.settings import AlertSettings, Settings, active_ingest
+from ckptwatch.settings import AlertSettings, Settings, WatchSettings
 from ckptwatch.sources.base import Parsed
 
 log = logging.getLogger(__name__)
@@ -80,28 +80,8 @@ WINDOW_SCHEMA: dict[str, pl.DataType] = {
     "end_ts": pl.Datetime("us", "UTC"), "barrier_s": pl.Float64()}
 
 
-@dataclass
-class WatchOptions:
-    """How the watcher runs (``ckptwatch watch``'s flags)."""
-
-    interval_s: float = 10.0
-    metrics_file: Path | None = None
-    metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
-    #: Re-read the lake's window, jobs and topology this often.
-    refresh_s: float = 300.0
-    #: A checkpoint with no rank open and nothing new for this long is complete.
-    settle_s: float | None = None
-    #: Bytes read per file per scan (a backlog is caught up over several scans).
-    max_bytes_per_scan: int = 8 << 20
-    send: bool = True
-    #: Attribute an open checkpoint live (:mod:`ckptwatch.live.evidence`): when its age
-    #: reaches ``evidence_at`` x its warning level (so that the warning carries it), and again
-    #: at the critical level.
-    evidence: bool = True
-    evidence_at: float = 0.5
-    #: Raw telemetry files read for one evidence, at most (newest first).
-    evidence_max_bytes: int = 256 << 20
+#: How the watcher runs (``ckptwatch watch``'s flags): the settings tree's ``watch`` branch.
+WatchOptions = WatchSettings
 
 
 @dataclass
@@ -198,7 +178,7 @@ class Watcher:
         self.tracker = Tracker(settle_s=opts.settle_s if opts.settle_s is not None
                                else 3 * opts.interval_s)
         self.follower = Follower(raw_dir / "checkpoints", max_bytes=opts.max_bytes_per_scan,
-                                 max_record_bytes=active_ingest().max_record_bytes)
+                                 max_record_bytes=opts.max_record_bytes)
         self.metrics = WatchMetrics(interval_s=opts.interval_s)
         self.server: MetricsServer | None = None
         #: (job, tier) -> the checkpoints completed live (step, end_s, barrier_s).

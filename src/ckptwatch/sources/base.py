@@ -18,7 +18,7 @@ import orjson  # installed with prefect
 import polars as pl
 
 from ckptwatch.errors import RecordError
-from ckptwatch.settings import INGEST, active_ingest
+from ckptwatch.settings import INGEST, IngestSettings
 
 #: Errors a parser or reader may raise on hostile input besides ``RecordError``: caught at the
 #: file boundary (``parse_tool_output``, ``ingest.parse_file``) and turned into a quarantined
@@ -132,13 +132,13 @@ class Reject:
 
 
 class Rejects(list[Reject]):
-    """One file's rejected records: at most ``cap`` kept (default: the active
-    ``max_quarantine_rows``), the rest only counted in ``dropped``, so that a file of a
-    million bad lines costs no more memory than one of a thousand."""
+    """One file's rejected records: at most ``cap`` kept (default: the built-in
+    ``max_quarantine_rows``; a parse passes its run's), the rest only counted in ``dropped``,
+    so that a file of a million bad lines costs no more memory than one of a thousand."""
 
     def __init__(self, items: Iterable[Reject] = (), cap: int | None = None) -> None:
         super().__init__()
-        self.cap = active_ingest().max_quarantine_rows if cap is None else cap
+        self.cap = INGEST.max_quarantine_rows if cap is None else cap
         self.dropped = 0
         self.extend(items)
 
@@ -179,16 +179,19 @@ def _rebuild_rejects(items: list[Reject], cap: int, dropped: int) -> Rejects:
 @dataclass
 class Parsed:
     """Canonical rows per table (without provenance columns) plus rejected records (at most
-    ``max_quarantine_rows`` kept: ``Rejects``)."""
+    ``limits.max_quarantine_rows`` kept: ``Rejects``)."""
 
     frames: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
-    rejects: list[Reject] = field(default_factory=Rejects)
+    rejects: list[Reject] = field(default_factory=list)
     #: Non-fatal remarks about the input (e.g. extra columns ignored), shown in the summary.
     notes: list[str] = field(default_factory=list)
+    #: The run's ingest limits, which the parse of this file applies (rejects kept, field
+    #: length).
+    limits: IngestSettings = field(default=INGEST, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rejects, Rejects):
-            self.rejects = Rejects(self.rejects)
+            self.rejects = Rejects(self.rejects, cap=self.limits.max_quarantine_rows)
 
     @property
     def capped(self) -> Rejects:

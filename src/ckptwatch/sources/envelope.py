@@ -24,7 +24,7 @@ import polars as pl
 
 from ckptwatch.errors import RecordError
 from ckptwatch.lake.schema import PROVENANCE, TABLES
-from ckptwatch.settings import INGEST, active_ingest
+from ckptwatch.settings import INGEST, IngestSettings
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import (
     BULK_PARSERS,
@@ -187,13 +187,14 @@ def rows_to_frames_together(results: Sequence[dict[str, list[dict[str, Any]]]],
     their order. The row dicts are not changed."""
     valid: dict[str, dict[int, pl.DataFrame]] = {}
     spoilt: set[int] = set()
+    limit = outs[0].limits.max_field_chars if outs else INGEST.max_field_chars
     tables = dict.fromkeys(t for result in results for t, rows in result.items() if rows)
     for table in tables:
         rows = [r for result in results for r in result.get(table, [])]
         files = pl.Series("__file", [k for k, result in enumerate(results)
                                      for _ in result.get(table, [])], dtype=pl.Int64)
         valid[table] = _valid_by_file(
-            _typed_frame(rows, _row_schema(table)).with_columns(files), table, spoilt)
+            _typed_frame(rows, _row_schema(table)).with_columns(files), table, spoilt, limit)
     for k, (result, out) in enumerate(zip(results, outs, strict=True)):
         if k in spoilt:
             rows_to_frames(result, out)
@@ -203,33 +204,34 @@ def rows_to_frames_together(results: Sequence[dict[str, list[dict[str, Any]]]],
                 out.add(table, valid[table][k])
 
 
-def _valid_by_file(df: pl.DataFrame, table: str, spoilt: set[int]) -> dict[int, pl.DataFrame]:
+def _valid_by_file(df: pl.DataFrame, table: str, spoilt: set[int],
+                   limit: int) -> dict[int, pl.DataFrame]:
     """A typed frame of several files' rows (``__file``: the file, ``__line``) split into each
     file's rows, in their order, as ``_add_valid`` adds them (without ``__line``); the files
     with a row ``rows_to_frames`` rejects (``_invalid``) are added to ``spoilt``."""
-    df = df.with_columns(_invalid(table).alias("__bad"))
+    df = df.with_columns(_invalid(table, limit).alias("__bad"))
     spoilt.update(df.filter(pl.col("__bad"))["__file"].unique().to_list())
     return {key[0]: part.drop("__line", "__file", "__bad")
             for key, part in df.partition_by("__file", as_dict=True, maintain_order=True).items()}
 
 
-def _checked(table: str) -> tuple[list[str], list[str], list[str], list[str], int]:
+def _checked(table: str) -> tuple[list[str], list[str], list[str], list[str]]:
     """The columns of ``table``'s typed frames that ``rows_to_frames`` checks: required,
-    floats, times, texts; and the field limit (``max_field_chars``)."""
+    floats, times, texts."""
     schema = _row_schema(table)
     required = [f.name for f in TABLES[table].schema
                 if not f.nullable and f.name in schema]
     floats = [c for c, t in schema.items() if t == pl.Float64]
     times = [c for c, t in schema.items() if isinstance(t, pl.Datetime)]
     texts = [c for c, t in schema.items() if t == pl.String]
-    return required, floats, times, texts, active_ingest().max_field_chars
+    return required, floats, times, texts
 
 
-def _invalid(table: str) -> pl.Expr:
+def _invalid(table: str, limit: int) -> pl.Expr:
     """True for a row of a typed frame of ``table`` that ``rows_to_frames`` rejects: a required
     column null, a number not finite, a time outside the plausible years, a text over the
-    field limit (``max_field_chars``)."""
-    required, floats, times, texts, limit = _checked(table)
+    field limit (``limit``: ``max_field_chars``)."""
+    required, floats, times, texts = _checked(table)
     missing = pl.any_horizontal([pl.col(c).is_null() for c in required])
     non_finite = pl.any_horizontal([~pl.col(c).is_finite() for c in floats]) \
         if floats else pl.lit(False)
@@ -245,8 +247,9 @@ def _add_valid(df: pl.DataFrame, table: str, out: Parsed) -> None:
     """Reject the rows of a typed frame (``_typed_frame``'s columns) that ``rows_to_frames``
     rejects (``_invalid``), with the same reasons, and add the rest. A text value over the
     field limit (``max_field_chars``) rejects its row too."""
-    required, floats, times, texts, limit = _checked(table)
-    bad = df.select(_invalid(table)).to_series()
+    required, floats, times, texts = _checked(table)
+    limit = out.limits.max_field_chars
+    bad = df.select(_invalid(table, limit)).to_series()
     if not bad.any():
         out.add(table, df.drop("__line"))
         return
@@ -312,7 +315,7 @@ def parse_tool_output(output: Any, ctx: ToolContext) -> dict[str, list[dict[str,
 
 
 def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = None,
-                   bulk: bool = True) -> Parsed:
+                   bulk: bool = True, limits: IngestSettings = INGEST) -> Parsed:
     """Parse a JSON Lines envelope file; bad lines are rejected with their line number.
 
     Keys other than the envelope's own (``ENVELOPE_KEYS``) are not read; they are listed in a
@@ -327,7 +330,8 @@ def read_envelopes(data: bytes, *, file_label: str, default_node: str | None = N
     by one: the reference the tests hold the bulk path to). ``read_envelope_files`` reads
     several files at once, each as this reads it.
     """
-    return read_envelope_files([EnvelopeFile(data, file_label, default_node)], bulk=bulk)[0]
+    return read_envelope_files([EnvelopeFile(data, file_label, default_node)], bulk=bulk,
+                               limits=limits)[0]
 
 
 @dataclass(frozen=True)
@@ -340,7 +344,8 @@ class EnvelopeFile:
     default_node: str | None = None
 
 
-def read_envelope_files(files: Sequence[EnvelopeFile], *, bulk: bool = True) -> list[Parsed]:
+def read_envelope_files(files: Sequence[EnvelopeFile], *, bulk: bool = True,
+                        limits: IngestSettings = INGEST) -> list[Parsed]:
     """``read_envelopes`` of each of ``files``, the envelopes of all of them set aside for the
     bulk parsers together: one call per source and chunk of ``_BULK_CHUNK`` envelopes, not one
     per file and source (a bulk call has a fixed cost of some 40 polars operations). Each
@@ -350,13 +355,13 @@ def read_envelope_files(files: Sequence[EnvelopeFile], *, bulk: bool = True) -> 
     envelopes were parsed) is read again on its own."""
     _load_formats()
     aside = _Bulk()
-    scans = [_scan(f, aside, bulk) for f in files]
+    scans = [_scan(f, aside, bulk, limits) for f in files]
     aside.flush()
     done = _finish_together(scans, aside) if len(scans) > 1 else {}
     parsed = [done[k] if k in done else _finish(scan, aside.frames_of(k))
               for k, scan in enumerate(scans)]
     if len(files) > 1:
-        parsed = [read_envelope_files([f], bulk=bulk)[0] if p.capped.dropped else p
+        parsed = [read_envelope_files([f], bulk=bulk, limits=limits)[0] if p.capped.dropped else p
                   for f, p in zip(files, parsed, strict=True)]
     return parsed
 
@@ -373,10 +378,10 @@ class _Scan:
     taken: int = 0
 
 
-def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool) -> _Scan:
+def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) -> _Scan:
     """Read ``file``'s lines: each envelope checked, then set aside in ``aside`` for a bulk
     parser (parsed when ``_BULK_CHUNK`` are held, or at the end) or parsed one by one."""
-    scan = _Scan(file.label)
+    scan = _Scan(file.label, Parsed(limits=limits))
     out, rows, extra, default_node = scan.out, scan.rows, scan.extra, file.default_node
     lines = file.data.decode("utf-8", errors="replace").split("\n")
     texts = pl.Series(lines, dtype=pl.String) if bulk else None
@@ -488,7 +493,8 @@ def _finish_together(scans: Sequence[_Scan], aside: _Bulk) -> dict[int, Parsed]:
         per_file = big.group_by("__file").agg(pl.col("__line").min().alias("__first"))
         for k, first in per_file.iter_rows():
             firsts.setdefault(k, {})[table] = first - aside.bases[k]
-        shares[table] = _valid_by_file(big.drop("__idx"), table, spoilt)
+        shares[table] = _valid_by_file(big.drop("__idx"), table, spoilt,
+                                       scans[0].out.limits.max_field_chars)
     done: dict[int, Parsed] = {}
     for k in fast:
         if k in spoilt:
@@ -762,10 +768,10 @@ def device_from_name(name: str) -> str | None:
 
 
 def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
-                   device: str | None = None) -> Parsed:
+                   device: str | None = None, limits: IngestSettings = INGEST) -> Parsed:
     """A bare tool output (JSON object or text) for one node; the whole file is one record."""
     _load_formats()
-    out = Parsed()
+    out = Parsed(limits=limits)
     text = data.decode("utf-8", errors="replace")
     output: Any = text
     stripped = text.lstrip()

@@ -38,7 +38,7 @@ from ckptwatch.lake.schema import (
     TABLES,
     TIERS,
 )
-from ckptwatch.settings import INGEST, active_ingest
+from ckptwatch.settings import INGEST, IngestSettings
 from ckptwatch.sources.base import (
     PanicException,
     Parsed,
@@ -146,12 +146,14 @@ def _opens_array(data: bytes) -> bool:
     return data[at:at + 1] == b"["
 
 
-def load_jsonl(data: bytes | memoryview, table: str, *, first_line: int = 1) -> Frame:
+def load_jsonl(data: bytes | memoryview, table: str, *, first_line: int = 1,
+               cap: int = INGEST.max_quarantine_rows) -> Frame:
     """JSON Lines: fast polars path; line by line only when a line is malformed or blank.
     A file that is one JSON array is a ``RecordError`` (the whole file is unreadable).
     ``first_line``: ``data`` is a chunk of whole lines of a file, from this line on (records
     are numbered by the file's lines; only a file's first chunk can be an array). A view
-    (``memoryview``) is copied for the parse only: the frame keeps the view."""
+    (``memoryview``) is copied for the parse only: the frame keeps the view. ``cap``: malformed
+    lines kept (``max_quarantine_rows``)."""
     raw = data if isinstance(data, bytes) else bytes(data)
     if not _opens_array(raw):  # an array is judged below
         fast = _jsonl_at_once(raw, first_line, data)
@@ -165,7 +167,7 @@ def load_jsonl(data: bytes | memoryview, table: str, *, first_line: int = 1) -> 
         raise RecordError("the file is one JSON array, not JSON Lines (one object a line): "
                           "convert it, e.g. jq -c '.[]' FILE")
     rows: list[dict[str, Any]] = []
-    rejects = Rejects()
+    rejects = Rejects(cap=cap)
     for i, ln in enumerate(lines, start=first_line):
         if not ln.strip():
             continue
@@ -345,10 +347,11 @@ def csv_delimiter(header: str) -> str:
     return best[2] if best[0] else ","
 
 
-def load_csv(data: bytes, table: str) -> Frame:
+def load_csv(data: bytes, table: str, *, cap: int = INGEST.max_quarantine_rows) -> Frame:
     """CSV with a header row (its delimiter detected: ``csv_delimiter``); every value read as
     text, typed later. A file with blank lines (lines over the record limit are blanked)
-    takes the line-by-line path, whose line numbers count them."""
+    takes the line-by-line path, whose line numbers count them. ``cap``: malformed records
+    kept (``max_quarantine_rows``)."""
     head = data[:HEADER_BYTES].decode("utf-8", errors="replace").lstrip("\ufeff")
     sep = csv_delimiter(head.split("\n", 1)[0])
     try:
@@ -378,7 +381,7 @@ def load_csv(data: bytes, table: str) -> Frame:
         else:
             repeats[h] = 0
     rows: list[dict[str, Any]] = []
-    rejects = Rejects()
+    rejects = Rejects(cap=cap)
     while True:
         try:
             rec = next(reader)
@@ -456,19 +459,27 @@ def line_chunks(data: bytes, size: int) -> Iterator[tuple[int, int, int]]:
         start = end
 
 
-def read_table(data: bytes, table: str, suffix: str, *, file_label: str) -> Parsed:
+def read_table(data: bytes, table: str, suffix: str, *, file_label: str,
+               limits: IngestSettings = INGEST) -> Parsed:
     """A canonical table file (``LOADERS`` by ``suffix``) loaded and typed (``canonicalise``).
     A JSON Lines file over the ingest's ``table_chunk_bytes`` is loaded and typed a chunk of
     whole lines at a time (``canonicalise_frames``: the same result), so that its working set
-    is a chunk's: one frame of a 360 MB file took 1.5 GB beside its bytes."""
+    is a chunk's: one frame of a 360 MB file took 1.5 GB beside its bytes. ``limits``: the
+    run's (rejects kept, field length, chunk size)."""
     loader = LOADERS[suffix]
-    size = active_ingest().table_chunk_bytes
+    size, cap = limits.table_chunk_bytes, limits.max_quarantine_rows
     if loader is not load_jsonl or len(data) <= size or _opens_array(data):
-        return canonicalise(loader(data, table), table, file_label=file_label)
+        if loader is load_jsonl:
+            frame = load_jsonl(data, table, cap=cap)
+        elif loader is load_csv:
+            frame = load_csv(data, table, cap=cap)
+        else:  # Parquet: no malformed records to keep
+            frame = loader(data, table)
+        return canonicalise(frame, table, file_label=file_label, limits=limits)
     view = memoryview(data)
-    frames = (load_jsonl(view[start:end], table, first_line=line)
+    frames = (load_jsonl(view[start:end], table, first_line=line, cap=cap)
               for start, end, line in line_chunks(data, size))
-    return canonicalise_frames(frames, table, file_label=file_label)
+    return canonicalise_frames(frames, table, file_label=file_label, limits=limits)
 
 
 def _rename(df: pl.DataFrame, table: str, wanted: dict[str, pl.DataType]) -> tuple[
@@ -554,17 +565,19 @@ class _FileSeen:
 
 
 def canonicalise(frame: Frame, table: str, *, file_label: str,
-                 source: str = "canonical") -> Parsed:
+                 source: str = "canonical", limits: IngestSettings = INGEST) -> Parsed:
     """Type, validate and split a loaded frame (a whole file) into canonical rows and rejects.
 
     For ``checkpoint_writes``, start markers (``status = "started"``) go to
     ``checkpoint_starts`` (see the module docstring); a file of markers only needs no
     ``end_time`` or ``bytes`` column."""
-    return canonicalise_frames([frame], table, file_label=file_label, source=source, whole=True)
+    return canonicalise_frames([frame], table, file_label=file_label, source=source, whole=True,
+                               limits=limits)
 
 
 def canonicalise_frames(frames: Iterable[Frame], table: str, *, file_label: str,
-                        source: str = "canonical", whole: bool = False) -> Parsed:
+                        source: str = "canonical", whole: bool = False,
+                        limits: IngestSettings = INGEST) -> Parsed:
     """``canonicalise`` of one file given as consecutive frames (chunks of its lines, numbered
     as the file's lines: ``read_table``), each typed before the next is loaded, so that a frame
     can be dropped once typed: the same rows, rejects (in the same order) and notes as the file
@@ -572,15 +585,17 @@ def canonicalise_frames(frames: Iterable[Frame], table: str, *, file_label: str,
     of a (job_id, step, rank) in the file wins), a required column the whole file lacks (a
     ``RecordError``: ``whole``, one frame that is the file, raises it before any typing), and
     the note naming the extra columns."""
-    out = Parsed()
-    loaded = Rejects()  # the loaders' rejects (malformed lines) come first, as in one frame
-    typing = Rejects()
+    out = Parsed(limits=limits)
+    # the loaders' rejects (malformed lines) come first, as in one frame
+    loaded = Rejects(cap=limits.max_quarantine_rows)
+    typing = Rejects(cap=limits.max_quarantine_rows)
     seen = _FileSeen()
     finished: list[pl.DataFrame] = []  # a checkpoint file's records, before the duplicate rule
     spellers: list[Frame] = []  # what spells a finished record's raw text (``_spell_raw``)
     for frame in frames:
         loaded.extend(frame.rejects)
-        good = _type_frame(frame, table, seen, typing, whole=whole)
+        good = _type_frame(frame, table, seen, typing, whole=whole,
+                           max_field_chars=limits.max_field_chars)
         if good is None:
             continue
         if whole or frame.raw is not None:
@@ -636,7 +651,7 @@ def _check_required(table: str, seen: _FileSeen) -> None:
 
 
 def _type_frame(frame: Frame, table: str, seen: _FileSeen, rejects: Rejects, *,
-                whole: bool) -> pl.DataFrame | None:
+                whole: bool, max_field_chars: int) -> pl.DataFrame | None:
     """``frame``'s valid records typed (``LINE``, ``RAW``, the canonical columns and
     ``MARKER``; None: it has none), its invalid ones added to ``rejects`` (spelled out for those
     kept only), and what it shows of the file added to ``seen``. ``whole``: the frame is the
@@ -709,7 +724,7 @@ def _type_frame(frame: Frame, table: str, seen: _FileSeen, rejects: Rejects, *,
     # A text column whose longest value has no more bytes than the limit has no value over it
     # (a character is at least a byte): its check is left out (one pass over the lengths,
     # which Arrow keeps, instead of counting every value's characters).
-    limit = active_ingest().max_field_chars
+    limit = max_field_chars
     text_columns = [c for c, t in readable.items() if t == pl.String]
     longest = typed.select(pl.col(c).str.len_bytes().max() for c in text_columns).row(0) \
         if text_columns else ()
