@@ -27,12 +27,16 @@ PACKAGE = SRC / "ckptwatch"
 #: - lake.schema: the tables' columns and types, the contract every parser writes to (pyarrow
 #:   only); it sits below sources because sources build rows of those schemas.
 #: - sources: the format parsers (schema, settings).
-#: - lake (store, derived, query, seam) and the SQL: rows into Parquet and views over it.
-#: - ingest, and what feeds it: pull (Prometheus into raw files, then ingest) and collect (the
-#:   cluster-side recorder and collector, which write what sources read).
+#: - lake and the SQL: rows into Parquet and views over it, in this order: the store (parts,
+#:   manifest, lock), the freshness of the stored counter deltas, the seam (every run-time
+#:   rewrite of the views), ``query.connect``, and ``derived.refresh`` (built with connect).
+#: - ingest, and collect (the cluster-side recorder and collector, which write what sources
+#:   read: sources only).
+#: - pull: Prometheus into raw files, then the ingest.
 #: - analysis: stalls, attribution, latency over the views.
-#: - alerts, planning, report, simulate: built on analysis (report reads alerts and planning,
-#:   simulate generates lakes and evaluates attribution).
+#: - alerts, planning, simulate: built on analysis (simulate generates lakes and evaluates
+#:   attribution).
+#: - report: reads analysis, alerts and planning.
 #: - live: the watcher (alerts, analysis, ingest).
 #: - flows: Prefect around everything below.
 #: - cli, and the top-level import shims ``recorder``/``recorder_adapters`` training code uses.
@@ -41,10 +45,16 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("ckptwatch.settings", "ckptwatch.httpclient"),
     ("ckptwatch.lake.schema",),
     ("ckptwatch.sources",),
+    ("ckptwatch.lake.store",),
+    ("ckptwatch.lake.freshness",),
+    ("ckptwatch.lake.seam",),
+    ("ckptwatch.lake.query",),
     ("ckptwatch.lake",),
-    ("ckptwatch.ingest", "ckptwatch.pull", "ckptwatch.collect"),
+    ("ckptwatch.ingest", "ckptwatch.collect"),
+    ("ckptwatch.pull",),
     ("ckptwatch.analysis",),
-    ("ckptwatch.alerts", "ckptwatch.planning", "ckptwatch.report", "ckptwatch.simulate"),
+    ("ckptwatch.alerts", "ckptwatch.planning", "ckptwatch.simulate"),
+    ("ckptwatch.report",),
     ("ckptwatch.live",),
     ("ckptwatch.flows",),
     ("ckptwatch.cli", "ckptwatch.recorder", "ckptwatch.recorder_adapters"),
@@ -179,14 +189,27 @@ def _upward() -> dict[tuple[str, str], str]:
     return out
 
 
-def test_the_graph_sees_the_package() -> None:
+def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     graph = _graph()
     assert {"ckptwatch.lake.query", "ckptwatch.cli.main", "ckptwatch.sources.base"} <= set(graph)
-    # a module-level import, a deferred one and one under TYPE_CHECKING
-    assert "ckptwatch.lake.store" in graph["ckptwatch.ingest.write"]
-    assert "ckptwatch.errors" in graph["ckptwatch.lake.query"]
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import ckptwatch.errors\n"
+        "from ckptwatch.lake import seam\n"
+        "from ckptwatch.lake.store import Lake\n"
+        "if TYPE_CHECKING:\n"
+        "    from ckptwatch.report.facts import Facts\n"
+        "def f():\n"
+        "    from ckptwatch.cli import main\n")
+    modules = {**_modules(), "ckptwatch.x.m": module}
+    assert set(_imports_of("ckptwatch.x.m", module, modules)) == {
+        "ckptwatch.errors", "ckptwatch.lake.seam", "ckptwatch.lake.store", "ckptwatch.cli.main"}
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [
         ["a", "b", "c"]]
+    assert _stage("ckptwatch.lake.schema") < _stage("ckptwatch.sources.base") \
+        < _stage("ckptwatch.lake.store") < _stage("ckptwatch.lake.derived") \
+        < _stage("ckptwatch.cli.main")
 
 
 def test_every_module_has_a_stage() -> None:
