@@ -159,7 +159,10 @@ POOL_METRICS = Table(
     ),
     partition_column="ts",
     required=("ts", "pool", "target", "metric", "value"),
-    doc="Disaggregated pool telemetry per target: gc_active, free_blocks_pct, metadata latency.",
+    doc=("Disaggregated pool telemetry per target, long form, in the pool vocabulary "
+         "(sql/staging/stg_pool_vocabulary.sql, docs/formats.md 'Pool telemetry'): write and "
+         "metadata latency, queues, background work, free blocks; readers write it from lctl, "
+         "DAOS, SPDK and Storage Scale output or the long CSV."),
 )
 
 TOPOLOGY = Table(
