@@ -174,3 +174,73 @@ stale_intervals = 0
                        r"placeholder 'uid' \(known: \{alertname\}, \{anchor\}, \{job_id\}, "
                        r"\{tier\}\)"):
         load_settings(write(tmp_path, '[alerts]\ndashboard_url = "/d/{uid}"\n'), environ={})
+
+
+# -- the settings tree: one package, every concern, each value's origin ----------------------
+
+#: Every public name the one-module ``ckptwatch.settings`` had: still imported from there.
+FORMER_NAMES = (
+    "AlertSettings", "CONFIG_ENV", "DASHBOARD_URL", "INGEST", "INGEST_LIMIT_ENV",
+    "IngestSettings", "JOB_KEYS", "JobAlertSettings", "PACKAGE_DIR",
+    "PREFECT_STARTUP_TIMEOUT_S", "PROMETHEUS_BASIC_AUTH_ENV", "PROMETHEUS_TOKEN_ENV",
+    "PrometheusSettings", "REDACTED", "RUNBOOK_URL", "Secret", "Settings", "SinkSettings",
+    "TAIL_STATS", "UNCAPPED", "URL_FIELDS", "config_path", "default_lake", "display_url",
+    "duckdb_memory_limit", "duckdb_memory_setting", "ingest_settings", "load_settings",
+    "model_path", "notebook_path", "prefect_environment", "prefect_home",
+    "prometheus_settings", "redact", "settings_from_dict", "sql_dir", "url_secrets")
+
+
+def test_every_former_name_still_imports_from_the_package() -> None:
+    import ckptwatch.settings as package
+
+    assert [n for n in FORMER_NAMES if not hasattr(package, n)] == []
+    assert set(package.__all__) >= set(FORMER_NAMES)
+    assert package.sql_dir(environ={}).joinpath("session.sql").is_file()
+    assert package.notebook_path().is_file()
+
+
+def test_the_tree_holds_every_concern_with_its_defaults() -> None:
+    from ckptwatch.analysis.detection import DetectionSettings
+    from ckptwatch.live.watch import WatchOptions
+    from ckptwatch.settings import INGEST, NightlySettings, PathSettings, WatchSettings
+
+    s = load_settings(environ={"HOME": "/home/u"})
+    assert s.ingest == INGEST and (INGEST.batch_files, INGEST.batch_rows) == (64, 200_000)
+    assert INGEST.parse_bytes == 8 << 20 and INGEST.workers is None
+    assert s.watch == WatchSettings() and WatchOptions is WatchSettings
+    assert s.watch.max_record_bytes == INGEST.max_record_bytes
+    assert s.nightly == NightlySettings() and s.nightly.duckdb_memory == "3GB"
+    assert s.detection == DetectionSettings() and s.detection.stall_factor > 1
+    assert s.paths == PathSettings() and s.duckdb_memory is None
+    assert s.prefect.home == Path("/home/u/.cache/ckptwatch/prefect")
+    assert s.origins == {}
+
+
+def test_the_environment_fills_the_tree_and_says_so(tmp_path: Path) -> None:
+    env = {"CKPTWATCH_MAX_RECORD_BYTES": "2048", "CKPTWATCH_INGEST_WORKERS": "3",
+           "CKPTWATCH_DUCKDB_MEMORY": "none", "CKPTWATCH_MODEL": "m.joblib",
+           "PREFECT_HOME": str(tmp_path / "p"), "HOME": str(tmp_path)}
+    s = load_settings(environ=env)
+    assert (s.ingest.max_record_bytes, s.ingest.workers) == (2048, 3)
+    assert s.watch.max_record_bytes == 2048  # the watcher reads records as the ingest does
+    assert s.duckdb_memory is None and s.nightly.duckdb_memory == "none"
+    assert s.paths.model == Path("m.joblib") and s.prefect.home == tmp_path / "p"
+    assert s.origins == {
+        "ingest.max_record_bytes": "environment ($CKPTWATCH_MAX_RECORD_BYTES)",
+        "watch.max_record_bytes": "environment ($CKPTWATCH_MAX_RECORD_BYTES)",
+        "ingest.workers": "environment ($CKPTWATCH_INGEST_WORKERS)",
+        "duckdb_memory": "environment ($CKPTWATCH_DUCKDB_MEMORY)",
+        "nightly.duckdb_memory": "environment ($CKPTWATCH_DUCKDB_MEMORY)",
+        "paths.model": "environment ($CKPTWATCH_MODEL)",
+        "prefect.home": "environment ($PREFECT_HOME)"}
+
+
+def test_a_flag_wins_over_the_environment() -> None:
+    from ckptwatch.settings import ingest_settings
+
+    env = {"CKPTWATCH_MAX_FIELD_CHARS": "64", "CKPTWATCH_INGEST_WORKERS": "2"}
+    s = ingest_settings(env, max_field_chars=32, workers="auto", max_file_bytes=None)
+    assert (s.max_field_chars, s.workers) == (32, None)
+    assert ingest_settings(env).max_field_chars == 64
+    with pytest.raises(ConfigError, match="--max-field-chars must be a positive integer"):
+        ingest_settings({}, max_field_chars=0)

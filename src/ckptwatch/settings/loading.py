@@ -131,7 +131,7 @@ def load_settings(path: Path | str | None = None,
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     out = settings_from_dict(data, base_dir=file.parent, environ=env, source=file)
     source_origin = "flag (--config)" if path is not None else f"environment (${CONFIG_ENV})"
-    return replace(out, origins={**out.origins, "source": source_origin})
+    return replace(out, origins={**out.origins, "config_file": source_origin})
 
 
 def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
@@ -155,7 +155,7 @@ def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
         for key in _SECRET_KEYS[table]:
             secret = getattr(holder, key)
             if isinstance(secret, Secret) and secret.origin.startswith("$"):
-                origins[f"{table}.{key}"] = f"environment ({secret.origin})"
+                origins.setdefault(f"{table}.{key}", f"environment ({secret.origin})")
     watch = WatchSettings(max_record_bytes=ingest.max_record_bytes)
     if "ingest.max_record_bytes" in origins:
         origins["watch.max_record_bytes"] = origins["ingest.max_record_bytes"]
