@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq  # loaded already: ckptwatch.lake.store writes every part with it
 
 from ckptwatch.errors import LakeError
+from ckptwatch.lake import seam
 from ckptwatch.lake.freshness import (
     COUNTER_TABLES,
     DELTAS,
@@ -275,18 +276,6 @@ HOST_COLUMNS = {"fabric_counters": "node", "nvme_smart": "node", "pool_metrics":
 #: Samples per batch (a day's parts are computed a batch at a time): the window and the dedup
 #: of 2 M samples stay in memory at a 2GB DuckDB cap, where one pass over 35 M spills ~5 GB.
 BATCH_ROWS = 2_000_000
-#: The lake view of a counter table over the parts of one batch (``derived_parts``, each
-#: table's zero-row schema part included, so a batch without parts of a table reads it empty).
-_BATCH_VIEW = """
-    create or replace view {table} as
-    select *
-    from read_parquet(
-        getvariable('derived_parts_{table}'),
-        hive_partitioning = true,
-        hive_types = {{'date': date}},
-        union_by_name = true
-    )
-"""
 
 
 def _day_batches(lake: Lake, day: date) -> list[dict[str, list[str]]]:
@@ -329,8 +318,7 @@ def _build_day(lake: Lake, day: date, previous: date | None,
         try:
             for i, batch in enumerate(_day_batches(lake, day)):
                 for table, files in batch.items():
-                    con.execute(f"SET VARIABLE derived_parts_{table} = ?", [files])
-                    con.execute(_BATCH_VIEW.format(table=table))
+                    seam.read_parts(con, table, files)
                 con.execute(_BATCH_DELTAS_SQL)
                 con.execute(_BATCH_SERIES_SQL)
                 out = tmps[DELTAS] / f"part-{i:04d}.parquet"

@@ -18,7 +18,7 @@ computed or where they come from; the first three return the same rows as the fi
    it do not compute it again; restored on exit. Attribution pins ``PINNED_VIEWS``,
    ``PINNED_SAMPLES`` and ``PINNED_SERIES`` (``ckptwatch.analysis.stalls``).
 
-Two swaps give a view other rows, on the caller's request:
+Three swaps give a view other rows, on the caller's request:
 
 4. **Provided views** (``connect(provided=...)``, :func:`provide_views`): a view given as a
    frame instead of built from ``sql/``; what it reads is not built for it.
@@ -26,6 +26,8 @@ Two swaps give a view other rows, on the caller's request:
    view (``union all by name``) before any other view reads it: raw telemetry not yet ingested
    (the live watcher). The stored deltas do not hold them, so such a connection computes the
    deltas (2).
+6. **Some parts only** (:func:`read_parts`): a lake table's view reads the given Parquet files
+   only (``ckptwatch.lake.derived.refresh``: a day's counter parts, a batch at a time).
 
 To see what a view returns without any of them, build it in the duckdb CLI (``sql/build.sql``)
 or with ``ckptwatch sql``, which passes neither ``provided`` nor ``extra_rows`` and pins nothing
@@ -159,6 +161,26 @@ def add_rows(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame) -> 
     con.execute(f'alter view "{table}" rename to "lake_{table}"').fetchall()
     con.execute(f'create view "{table}" as select * from "lake_{table}" '
                 f'union all by name select * from "extra_{table}"').fetchall()
+
+
+#: A lake table's view over given files (the variable ``parts_<table>``), every column of each.
+_PARTS_VIEW = """
+    create or replace view "{table}" as
+    select *
+    from read_parquet(
+        getvariable('parts_{table}'),
+        hive_partitioning = true,
+        hive_types = {{'date': date}},
+        union_by_name = true
+    )
+"""
+
+
+def read_parts(con: duckdb.DuckDBPyConnection, table: str, files: list[str]) -> None:
+    """The lake view ``table`` reads ``files`` only (Parquet parts of that table; its zero-row
+    schema part among them gives a table without other parts its columns, empty)."""
+    con.execute(f"SET VARIABLE parts_{table} = ?", [files]).fetchall()
+    con.execute(_PARTS_VIEW.format(table=table)).fetchall()
 
 
 def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
