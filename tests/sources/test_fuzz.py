@@ -119,6 +119,7 @@ def _seeds() -> dict[str, list[Any]]:
         "mmpmon": [_text(pool / "gpfs_exporter" / "mmpmon_fs_io_s_stdout.txt")],
         "mmlsqos": [_text(pool / "gpfs_exporter" / "mmlsqos_stats_stdout.txt")],
         "mmdiag-waiters": [_text(pool / "gpfs_exporter" / "mmdiag_waiters_stdout.txt")],
+        "lctl": [_text(p)[:6000] for p in sorted((pool / "lustrefs_exporter_ddn").glob("*.txt"))],
     }
 
 

@@ -144,7 +144,10 @@ class _Rows:
     def time(self, seconds: float | None) -> datetime:
         if seconds is None or seconds < MIN_EPOCH_S:
             return self.ctx.ts
-        return datetime.fromtimestamp(seconds, tz=UTC)
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise RecordError(f"snapshot_time {seconds:.0f} s is not a time") from None
 
     def add(self, ts: datetime, pool: str, target: str, values: dict[str, float]) -> None:
         self.rows += [{"ts": ts, "pool": pool, "target": target, "metric": metric,
