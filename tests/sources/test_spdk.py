@@ -42,7 +42,7 @@ def test_genuine_iostat_gives_write_counters_and_sampled_queue_depth() -> None:
         assert rows[(bdev, "write_latency_us_total")] == 0.0  # write_latency_ticks 0
         assert rows[(bdev, "write_ops")] == 0.0
         assert rows[(bdev, "write_bytes")] == 0.0
-        assert rows[(bdev, "queue_depth")] == 0.0  # queue_depth_polling_period 2: sampled
+        assert rows[(bdev, "queue_depth.disk")] == 0.0  # queue_depth_polling_period 2: sampled
     assert len(rows) == 8  # no max latency field in this SPDK version's output
 
 
@@ -101,7 +101,7 @@ def test_a_raw_response_under_pool_host_takes_its_time_from_the_file(tmp_path: P
     report = ingest(raw, tmp_path / "lake")
     assert report.quarantined == 0, [f for f in report.files if f.quarantined]
     df = Lake(tmp_path / "lake").read("pool_metrics").filter(
-        metric="queue_depth", target="nvmf-t1/Nvme0n1")
+        metric="queue_depth.disk", target="nvmf-t1/Nvme0n1")
     assert df.select("pool", "value").rows() == [("spdk", 0.0)]
     assert df["ts"].to_list() == [datetime(2026, 11, 28, 12, 5, tzinfo=UTC)]  # the mtime
     env = Lake(tmp_path / "lake").read("pool_metrics").filter(target="nvmf-t2/Nvme0n2")

@@ -102,7 +102,7 @@ def test_mmdiag_waiters_rebuild_nsd_io_and_the_malformed_lines() -> None:
     rows = _by(got["pool_metrics"])
     assert rows[("gpfs", "nsd01", "background_active.rebuild")] == 1.0  # RebuildWorkThread
     # NSDThread "for I/O completion": 0.0244, 0.0134 and 0.0037 s
-    assert rows[("gpfs", "nsd01", "queue_depth")] == 3
+    assert rows[("gpfs", "nsd01", "queue_depth.disk")] == 3
     assert rows[("gpfs", "nsd01", "write_latency_max_ms")] == pytest.approx(24.4, rel=1e-12)
     assert len(rows) == 3
     assert [r["reason"].split(": '")[0] for r in got[LINE_REJECTS]] == [
@@ -117,7 +117,7 @@ def test_no_waiters_is_no_rebuild_and_an_empty_queue_and_garbage_is_rejected() -
     header = WAITERS.read_text().strip().split("\n")[0]
     rows = _by(parse_waiters(header + "\n", _ctx("mmdiag-waiters"))["pool_metrics"])
     assert rows == {("gpfs", "nsd01", "background_active.rebuild"): 0.0,
-                    ("gpfs", "nsd01", "queue_depth"): 0.0}
+                    ("gpfs", "nsd01", "queue_depth.disk"): 0.0}
     with pytest.raises(RecordError, match="no readable waiter line"):
         parse_waiters("foobar\n", _ctx("mmdiag-waiters"))
     with pytest.raises(RecordError, match="empty"):
@@ -155,6 +155,6 @@ def test_ingest_quarantines_the_four_bad_waiter_lines_and_keeps_the_rest(tmp_pat
         [("pool/gpfs.jsonl", 3)] * 4 + [("pool/nsd01/waiters.txt", None)] * 4)
     assert q["reason"][4].startswith("mmdiag --waiters line 30: no threadName")
     df = lake.read("pool_metrics")
-    waits = df.filter(target="nsd01", metric="queue_depth")
+    waits = df.filter(target="nsd01", metric="queue_depth.disk")
     assert waits.select("value", "ts").rows() == [(3.0, datetime(2026, 11, 28, 12, 5, tzinfo=UTC))]
     assert df.filter(pool="mmfs1", target="system", metric="queue_depth").height == 1

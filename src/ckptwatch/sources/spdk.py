@@ -5,8 +5,9 @@
   ``write_bytes``, ``num_write_ops`` -> ``write_ops``, ``write_latency_ticks`` ->
   ``write_latency_us_total`` (ticks × 10⁶ / ``tick_rate``; its delta over ``write_ops``' is
   the interval's mean write latency), and where present ``max_write_latency_ticks`` ->
-  ``write_latency_peak_ms`` (the largest since the reset). ``queue_depth`` -> ``queue_depth``
-  only when queue-depth sampling is on (``queue_depth_polling_period`` > 0, set by
+  ``write_latency_peak_ms`` (the largest since the reset). ``queue_depth`` ->
+  ``queue_depth.disk`` (the bdev's queue: the target's block-device queue) only when
+  queue-depth sampling is on (``queue_depth_polling_period`` > 0, set by
   ``bdev_set_qd_sampling_period``): with it off SPDK reports 0, which is no reading.
 * ``nvmf_get_stats`` (source ``spdk-nvmf-stats``): its ``pending_bdev_io`` and the RDMA
   ``pending_rdma_read``/``pending_rdma_write``/``pending_free_request`` are cumulative counts
@@ -118,7 +119,7 @@ def parse_iostat(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]
         period = _count(bdev, "queue_depth_polling_period", where)
         depth = _count(bdev, "queue_depth", where)
         if period and depth is not None:
-            rows.append(pool_row(ctx.ts, pool, target, "queue_depth", depth))
+            rows.append(pool_row(ctx.ts, pool, target, "queue_depth.disk", depth))
     return {"pool_metrics": rows}
 
 

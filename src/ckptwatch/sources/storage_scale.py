@@ -19,10 +19,11 @@
 * ``mmdiag --waiters -Y`` (source ``mmdiag-waiters``), on an NSD server: the threads waiting
   now. ``RebuildWorkThread`` waiters -> ``background_active.rebuild`` 1 (0 when there are
   none: no rebuild I/O in flight); ``NSDThread`` waiters ``for I/O completion`` -> their count
-  as ``queue_depth`` and the longest wait as ``write_latency_max_ms`` (NSD I/O of either
-  direction; during a checkpoint mostly writes). target = the server (the envelope's node),
-  pool = ``gpfs`` (waiters belong to no one file system); ts = the collection time. A
-  malformed line is quarantined with its reason and the rest of the output is read.
+  as ``queue_depth.disk`` (disk I/O in flight at the server) and the longest wait as
+  ``write_latency_max_ms`` (NSD I/O of either direction; during a checkpoint mostly writes).
+  target = the server (the envelope's node), pool = ``gpfs`` (waiters belong to no one file
+  system); ts = the collection time. A malformed line is quarantined with its reason and the
+  rest of the output is read.
 
 No metadata latency anywhere (mmpmon counts operations only).
 """
@@ -254,7 +255,7 @@ def parse_waiters(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any
                           f"({bad[0]['reason']})")
     target = ctx.node
     rows = [pool_row(ctx.ts, pool, target, "background_active.rebuild", 1.0 if rebuild else 0.0),
-            pool_row(ctx.ts, pool, target, "queue_depth", len(nsd_waits))]
+            pool_row(ctx.ts, pool, target, "queue_depth.disk", len(nsd_waits))]
     if nsd_waits:
         rows.append(pool_row(ctx.ts, pool, target, "write_latency_max_ms",
                              max(nsd_waits) * 1000))
