@@ -20,6 +20,7 @@ import yaml
 from tests.conftest import PROJECT_ROOT
 from tests.sql_seed import INGESTED, at, seed, views_read
 
+from ckptwatch.analysis.detection import DetectionSettings, session_defaults
 from ckptwatch.lake.query import SESSION_FILE, connect, run_sql, view_files
 from ckptwatch.lake.store import Lake
 from ckptwatch.settings import sql_dir
@@ -460,6 +461,7 @@ def check_contract(con: Any, mart: str) -> int:
     """
     contract = load_contract(mart)
     assert contract["mart"] == mart
+    check_session_variables(con, contract)
     described = run_sql(con, f"describe {mart}").select("column_name", "column_type").rows()
     declared = [(name, spec["type"]) for name, spec in contract["columns"].items()]
     assert described == declared, f"{mart}: columns or types differ from its contract"
@@ -480,6 +482,21 @@ def check_contract(con: Any, mart: str) -> int:
     failed = [name for name, n in zip(checks, counts[1:], strict=True) if n]
     assert not failed, f"{mart}: broken: {failed}"
     return int(counts[0])
+
+
+def check_session_variables(con: Any, contract: dict[str, Any]) -> None:
+    """The thresholds a contract's invariants read are the session's (``getvariable``), never
+    a number repeated: each one it reads is named under ``session:``, set by sql/session.sql
+    and set on this connection."""
+    named = set(contract.get("session") or ())
+    read = {v for inv in contract["invariants"]
+            for v in re.findall(r"getvariable\('(\w+)'\)", inv["sql"])}
+    assert read <= named, f"{contract['mart']}: invariants read {sorted(read - named)} unnamed"
+    assert named <= session_defaults().keys(), (
+        f"{contract['mart']}: {sorted(named - session_defaults().keys())} not in sql/session.sql")
+    unset = [v for v in sorted(named)
+             if con.execute(f"select getvariable('{v}')").fetchall()[0][0] is None]
+    assert not unset, f"{contract['mart']}: session variables not set: {unset}"
 
 
 @pytest.fixture(scope="module")
@@ -523,6 +540,23 @@ def synthetic_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_contract_holds_on_a_synthetic_build(synthetic_lake: Path, mart: str) -> None:
     con = connect(synthetic_lake, views=(mart,))
     try:
+        assert check_contract(con, mart) > 0
+    finally:
+        con.close()
+
+
+#: Thresholds below sql/session.sql's: the synthetic build then has stalls, slow ranks and
+#: stragglers between these and the defaults, which a contract repeating a default rejects.
+OTHER_THRESHOLDS = {"stall_factor": 1.1, "stall_min_excess_s": 0.5, "slow_rank_factor": 1.2,
+                    "slow_rank_min_excess_s": 0.2, "straggler_factor": 1.1,
+                    "straggler_min_excess_s": 0.5}
+
+
+@pytest.mark.parametrize("mart", [m for m in MARTS if load_contract(m).get("session")])
+def test_contract_holds_with_other_thresholds(synthetic_lake: Path, mart: str) -> None:
+    con = connect(synthetic_lake, views=(mart,))
+    try:
+        DetectionSettings(**OTHER_THRESHOLDS).apply(con)
         assert check_contract(con, mart) > 0
     finally:
         con.close()

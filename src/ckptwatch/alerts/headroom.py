@@ -17,6 +17,7 @@ intervals) is history: it is not assessed, and the reason says since when.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -26,10 +27,10 @@ import numpy as np
 import polars as pl
 
 from ckptwatch.alerts.forecast import Forecast, forecast_tail, from_epoch, iso
+from ckptwatch.alerts.levels import Severity, classify, levels
+from ckptwatch.analysis.quantiles import quantiles
 from ckptwatch.settings import AlertSettings, JobAlertSettings
 
-#: How serious an alert is (its ``severity`` label); None where there is nothing to raise.
-Severity = Literal["warning", "critical"]
 #: The statistic of a window's barrier times that is "the tail" (``[alerts] tail``).
 TailStat = Literal["max", "p99"]
 
@@ -57,7 +58,8 @@ class JobHeadroom:
     n_checkpoints: int
     first_ts: datetime
     last_ts: datetime
-    #: Median, p99 and max of the window's barrier times (over checkpoints).
+    #: Median, p99 and max of the window's barrier times (over checkpoints; the p50 and p99 of
+    #: ``job_latency`` over the same checkpoints: :func:`ckptwatch.analysis.quantiles.quantiles`).
     p50_s: float
     p99_s: float
     max_s: float
@@ -79,11 +81,7 @@ class JobHeadroom:
     @property
     def level(self) -> Severity | None:
         """``critical``, ``warning`` or None from the tail alone."""
-        if self.tail_s >= self.critical_s:
-            return "critical"
-        if self.tail_s >= self.warning_s:
-            return "warning"
-        return None
+        return classify(self.tail_s, self.warning_s, self.critical_s)
 
     @property
     def severity(self) -> Severity | None:
@@ -126,10 +124,13 @@ def assess_job(job_id: str, tier: str, end_epoch_s: np.ndarray, barrier_s: np.nd
                steps: np.ndarray, timeout_s: float, cfg: JobAlertSettings,
                min_forecast_points: int) -> JobHeadroom:
     """Headroom and forecast of one job from its window (arrays sorted by end time)."""
-    p50, p99 = (float(v) for v in np.quantile(barrier_s, [0.5, 0.99]))
+    p50, p99 = (math.nan if v is None else v for v in quantiles(barrier_s.tolist(), (0.5, 0.99)))
     worst = int(np.argmax(barrier_s))
     mx = float(barrier_s[worst])
-    warning_s, critical_s = cfg.warning * timeout_s, cfg.critical * timeout_s
+    lv = levels(cfg, timeout_s)
+    if lv is None:
+        raise ValueError(f"job {job_id}: no positive timeout to assess against ({timeout_s})")
+    warning_s, critical_s = lv.warning_s, lv.critical_s
     tail_stat: TailStat = "max" if cfg.tail == "max" else "p99"
     return JobHeadroom(
         job_id=job_id, tier=tier, n_checkpoints=len(barrier_s),

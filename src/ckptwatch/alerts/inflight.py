@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ckptwatch.alerts.forecast import from_epoch
-from ckptwatch.alerts.headroom import Severity
+from ckptwatch.alerts.levels import Severity, classify, levels
 from ckptwatch.settings import AlertSettings
 
 #: Open ranks an alert names one by one; the rest are counted.
@@ -86,11 +86,7 @@ class InFlight:
     @property
     def level(self) -> Severity | None:
         """``critical``, ``warning`` or None from the age against the levels."""
-        if self.critical_s is not None and self.age_s >= self.critical_s:
-            return "critical"
-        if self.warning_s is not None and self.age_s >= self.warning_s:
-            return "warning"
-        return None
+        return classify(self.age_s, self.warning_s, self.critical_s)
 
     def where(self) -> str:
         """The open ranks' places: "ranks 5, 9 on node017 (leaf03), target pool0-tgt07"."""
@@ -148,14 +144,13 @@ def assess_inflight(open_checkpoints: Sequence[OpenCheckpoint], timeouts: dict[s
         cfg = settings.for_job(ck.job_id)
         if not cfg.enabled:
             continue
-        timeout = timeouts.get(ck.job_id)
-        timeout = timeout if timeout is not None and timeout > 0 else None
+        lv = levels(cfg, timeouts.get(ck.job_id))
         out[key] = InFlight(
             job_id=ck.job_id, tier=ck.tier, step=ck.step,
             started_at=from_epoch(ck.first_start_s), age_s=max(now_s - ck.first_start_s, 0.0),
-            timeout_s=timeout,
-            warning_s=None if timeout is None else cfg.warning * timeout,
-            critical_s=None if timeout is None else cfg.critical * timeout,
+            timeout_s=None if lv is None else timeouts[ck.job_id],
+            warning_s=None if lv is None else lv.warning_s,
+            critical_s=None if lv is None else lv.critical_s,
             n_started=ck.n_started, n_finished=ck.n_finished, n_expected=n_ranks.get(ck.job_id),
             open_ranks=tuple(sorted(ck.open_ranks, key=lambda r: r.rank)),
             last_record_at=None if ck.last_record_s is None else from_epoch(ck.last_record_s))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ckptwatch.settings import default_lake
 
 if TYPE_CHECKING:
+    from ckptwatch.analysis.detection import DetectionSettings
     from ckptwatch.analysis.findings import StallFindings
 
 
@@ -22,10 +23,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="attribution model (default: data/models/attribution.joblib or "
                    "$CKPTWATCH_MODEL; rules only when absent — build it with "
                    "`ckptwatch train-model`)")
-    p.add_argument("--stall-factor", type=float, default=2.0,
-                   help="a stall: barrier >= this x the job's rolling median (default 2.0)")
-    p.add_argument("--stall-min-excess", type=float, default=1.0, metavar="SECONDS",
-                   help="… and at least this many seconds over it (default 1.0)")
+    p.add_argument("--stall-factor", type=float, default=None,
+                   help="a stall: barrier >= this x the job's rolling median (default: "
+                   "stall_factor of sql/session.sql, 2)")
+    p.add_argument("--stall-min-excess", type=float, default=None, metavar="SECONDS",
+                   help="… and at least this many seconds over it (default: stall_min_excess_s "
+                   "of sql/session.sql, 1)")
     p.add_argument("--clock-skew", type=float, default=None, metavar="SECONDS",
                    help="how far apart hosts' clocks may be: telemetry that misses a stall's "
                    "window by at most this still counts (default: clock_skew_s of "
@@ -62,8 +65,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.set_defaults(func=run_explain)
 
 
-def _findings(args: argparse.Namespace, job: str | None) -> StallFindings:
+def detection_settings(args: argparse.Namespace) -> DetectionSettings:
+    """The thresholds of a ``stalls`` / ``explain`` run: the configured ones
+    (``sql/session.sql``), each flag given (not None) in place of its own."""
     from ckptwatch.analysis.detection import DetectionSettings
+
+    flags = {"stall_factor": args.stall_factor, "stall_min_excess_s": args.stall_min_excess,
+             "clock_skew_s": args.clock_skew}
+    return replace(DetectionSettings(), **{k: v for k, v in flags.items() if v is not None})
+
+
+def _findings(args: argparse.Namespace, job: str | None) -> StallFindings:
     from ckptwatch.analysis.findings import find_stalls
 
     if args.model is not None and not args.model.exists():
@@ -71,11 +83,8 @@ def _findings(args: argparse.Namespace, job: str | None) -> StallFindings:
 
         raise ModelError(f"model {args.model} not found (build it with "
                          "`ckptwatch train-model --out PATH`)")
-    settings = DetectionSettings(stall_factor=args.stall_factor,
-                                 stall_min_excess_s=args.stall_min_excess)
-    if args.clock_skew is not None:
-        settings = replace(settings, clock_skew_s=args.clock_skew)
-    return find_stalls(args.lake, job=job, model_path=args.model, settings=settings)
+    return find_stalls(args.lake, job=job, model_path=args.model,
+                       settings=detection_settings(args))
 
 
 def render_stalls(findings: StallFindings) -> str:

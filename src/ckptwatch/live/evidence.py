@@ -33,6 +33,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ckptwatch.analysis.quantiles import quantiles
+
 log = logging.getLogger(__name__)
 
 #: The lake tables of telemetry that raw files add to.
@@ -68,7 +70,8 @@ class EvidenceRequest:
     start_s: float
     now_s: float
     ranks: tuple[RankState, ...]
-    #: The job's usual barrier time (the tail window's median), when known.
+    #: The job's stall baseline as ``stalls.sql`` defines it (the median barrier time of its
+    #: previous 10 checkpoints: :func:`ckptwatch.analysis.quantiles.stall_baseline`), when known.
     baseline_s: float | None = None
 
     @property
@@ -89,8 +92,7 @@ def _stall_frame(req: EvidenceRequest) -> pl.DataFrame:
     done = [r.duration_s for r in req.ranks if r.duration_s is not None]
     n_open = sum(r.duration_s is None for r in req.ranks)
     base = req.baseline_s if req.baseline_s and req.baseline_s > 0 else None
-    p50 = float(pl.Series(done).median()) if done else None  # type: ignore[arg-type]
-    p99 = float(pl.Series(done).quantile(0.99)) if done else None  # type: ignore[arg-type]
+    p50, p99 = quantiles(done, (0.5, 0.99))  # checkpoint_latency's p50_s, p99_s
     return pl.DataFrame([{
         "job_id": req.job_id, "step": req.step, "tier": req.tier,
         "start_ts": datetime.fromtimestamp(req.start_s, UTC),

@@ -24,7 +24,9 @@ import duckdb
 import polars as pl
 
 from ckptwatch import __version__
+from ckptwatch.alerts.levels import levels
 from ckptwatch.analysis.findings import StallFindings, StallRecord
+from ckptwatch.analysis.quantiles import quantiles
 from ckptwatch.errors import CkptwatchError, ConfigError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
@@ -130,19 +132,21 @@ def _jobs(frame: pl.DataFrame, stalls: list[dict[str, Any]],
           settings: Settings) -> list[dict[str, Any]]:
     out = []
     for (job_id, tier), rows in frame.group_by("job_id", "tier", maintain_order=True):
-        cfg = settings.alerts.for_job(str(job_id))
         timeout = rows["timeout_s"][0]
+        lv = levels(settings.alerts.for_job(str(job_id)), timeout)
         barrier = rows["barrier_s"]
         worst = rows.row(int(barrier.arg_max() or 0), named=True)
         mine = [s for s in stalls if s["job_id"] == job_id and s["tier"] == tier]
+        # over the day's checkpoints, as job_latency computes them over all of the job's
+        p50, p99 = quantiles(barrier.to_list(), (0.5, 0.99))
         out.append({
             "job_id": job_id, "tier": tier, "n_ranks": rows.select(pl.col("n_ranks").max()).item(),
             "timeout_s": timeout,
-            "warning_s": None if timeout is None else cfg.warning * timeout,
-            "critical_s": None if timeout is None else cfg.critical * timeout,
+            "warning_s": None if lv is None else lv.warning_s,
+            "critical_s": None if lv is None else lv.critical_s,
             "n_checkpoints": rows.height,
-            "barrier_p50_s": barrier.quantile(0.5, "linear"),
-            "barrier_p99_s": barrier.quantile(0.99, "linear"),
+            "barrier_p50_s": p50,
+            "barrier_p99_s": p99,
             "barrier_max_s": barrier.max(), "worst_step": worst["step"],
             "n_stalls": len(mine),
             "n_timed_out": int(rows["timed_out"].sum()),

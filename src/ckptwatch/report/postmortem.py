@@ -30,6 +30,7 @@ import duckdb
 import polars as pl
 
 from ckptwatch.analysis.findings import ATTRIBUTION_VIEWS, StallRecord
+from ckptwatch.analysis.quantiles import quantiles
 from ckptwatch.errors import StallNotFoundError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.report.slow_hosts import SLOW_HOSTS_VIEWS, slow_hosts
@@ -261,9 +262,10 @@ class RankDurations:
 
 
 def rank_durations(case: StallCase) -> RankDurations:
-    """This checkpoint's rank durations and the job's normal (non-stall) rank durations."""
-    from ckptwatch.analysis.detection import DetectionSettings
-
+    """This checkpoint's rank durations and the job's normal (non-stall) rank durations; the
+    slow-rank threshold is the one ``stall_ranks`` applied on this connection (its session
+    variables: the defaults of ``sql/session.sql`` or the overrides the stalls were found
+    with)."""
     this = run_sql(case.con, """
         select rank, duration_s, is_slow, normal_rank_s
         from stall_ranks where job_id = $job and step = $step order by rank
@@ -276,22 +278,26 @@ def rank_durations(case: StallCase) -> RankDurations:
         where writes.job_id = $job
     """, {"job": case.job})
     normal_s = float(this["normal_rank_s"].drop_nulls().first() or 0.0)  # type: ignore[arg-type]
-    s = DetectionSettings()
-    threshold = max(s.slow_rank_factor * normal_s, normal_s + s.slow_rank_min_excess_s)
+    active = run_sql(case.con, "select cast(getvariable('slow_rank_factor') as double) as f, "
+                     "cast(getvariable('slow_rank_min_excess_s') as double) as e").row(0)
+    factor, min_excess_s = active
+    threshold = max(factor * normal_s, normal_s + min_excess_s)
     return RankDurations(this.drop("normal_rank_s"), normal.select("duration_s"), normal_s,
                          threshold, normal["step"].n_unique())
 
 
 def duration_summary(d: RankDurations) -> pl.DataFrame:
-    """p50 / p90 / p99 / max of the rank durations: this checkpoint vs the job's normal."""
+    """p50 / p90 / p99 / max of the rank durations: this checkpoint vs the job's normal (the
+    quantiles of ``checkpoint_latency``, :func:`ckptwatch.analysis.quantiles.quantiles`)."""
     rows = []
     for label, s in (("this checkpoint", d.this["duration_s"]),
                      ("normal checkpoints", d.normal["duration_s"])):
         if s.len() == 0:
             continue
+        qs = quantiles(s.to_list(), (0.5, 0.9, 0.99))
         rows.append({"ranks of": label, "n": s.len(),
-                     **{f"{q}_s": round(float(s.quantile(v, "linear") or 0.0), 2)
-                        for q, v in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+                     **{f"{q}_s": round(float(v or 0.0), 2)
+                        for q, v in zip(("p50", "p90", "p99"), qs, strict=True)},
                      "max_s": round(float(s.cast(pl.Float64).max() or 0.0), 2)})  # type: ignore[arg-type]
     return pl.DataFrame(rows)
 
