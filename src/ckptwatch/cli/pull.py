@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                              until=args.until, around_checkpoints=args.around_checkpoints,
                              step_s=args.step, secrets=settings.secrets(),
                              lock_wait_s=args.lock_wait,
-                             progress=None if args.quiet else _progress)
+                             progress=None if args.quiet else _progress, limits=settings.ingest)
     print(render_pull(report, args.lake))
     return 0
 

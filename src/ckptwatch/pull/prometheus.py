@@ -45,7 +45,7 @@ from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
 from ckptwatch.pull.promapi import PrometheusAPI, PullError
-from ckptwatch.settings import PrometheusSettings, display_url
+from ckptwatch.settings import INGEST, IngestSettings, PrometheusSettings, display_url
 from ckptwatch.sources.base import Parsed, ToolContext, safe_text
 from ckptwatch.sources.envelope import rows_to_frames
 from ckptwatch.sources.prometheus import SOURCE, parse_prometheus
@@ -260,8 +260,10 @@ def pull_prometheus(url: str, lake_root: Path, settings: PrometheusSettings, *,
                     since: datetime | None = None, until: datetime | None = None,
                     around_checkpoints: bool = False, step_s: float | None = None,
                     secrets: Sequence[str] = (), lock_wait_s: float = 600.0,
-                    progress: Callable[[int, int], None] | None = None) -> PullReport:
-    """Pull ``[since, until]`` (or the windows around the lake's checkpoints) into the lake.
+                    progress: Callable[[int, int], None] | None = None,
+                    limits: IngestSettings = INGEST) -> PullReport:
+    """Pull ``[since, until]`` (or the windows around the lake's checkpoints) into the lake;
+    its rows are checked as an ingest's are, under ``limits`` (field length, rejects kept).
 
     Raises :class:`PullError` (server unreachable, an HTTP error, a pull over ``max_points``)
     and ``ConfigError`` (a bad node map, a range that ends before it starts).
@@ -337,7 +339,7 @@ def pull_prometheus(url: str, lake_root: Path, settings: PrometheusSettings, *,
                     if progress:
                         progress(done, len(chunks) * len(batches))
                     text_by_host = _read_chunk(api, chunk, step, label, hosts, per_host, report)
-                    _write_chunk(lake, con, known, report, chunk, text_by_host, namer)
+                    _write_chunk(lake, con, known, report, chunk, text_by_host, namer, limits)
         finally:
             con.close()
     report.elapsed_s = time.monotonic() - t0
@@ -401,9 +403,10 @@ def _series_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def _write_chunk(lake: Lake, con: Any, known: set[str], report: PullReport, chunk: Chunk,
-                 lines: dict[str, list[str]], namer: Callable[[str], str]) -> None:
+                 lines: dict[str, list[str]], namer: Callable[[str], str],
+                 limits: IngestSettings) -> None:
     """Parse the chunk's samples per host, leave out rows the lake has, commit the rest."""
-    parsed = Parsed()
+    parsed = Parsed(limits=limits)
     when = datetime.fromtimestamp(chunk.start, tz=UTC)
     for host in sorted(lines):
         node = namer(host)
@@ -416,7 +419,7 @@ def _write_chunk(lake: Lake, con: Any, known: set[str], report: PullReport, chun
                 report.notes.append(note)
             continue
         rows_to_frames(result, parsed)
-    fresh = Parsed(rejects=parsed.rejects, notes=parsed.notes)
+    fresh = Parsed(rejects=parsed.rejects, notes=parsed.notes, limits=limits)
     for table, frames in parsed.frames.items():
         frame = pl.concat(frames, how="diagonal_relaxed")
         new = _not_in_lake(con, table, frame)
@@ -436,7 +439,7 @@ def _write_chunk(lake: Lake, con: Any, known: set[str], report: PullReport, chun
     span = (f"{datetime.fromtimestamp(chunk.keep_from, tz=UTC):%Y-%m-%dT%H:%M:%SZ}/"
             f"{datetime.fromtimestamp(chunk.keep_to, tz=UTC):%Y-%m-%dT%H:%M:%SZ}")
     rel = f"prometheus {report.url} {span}"
-    raw = RawFile(Path(rel), rel, "envelope")
+    raw = RawFile(Path(rel), rel, "envelope", limits=limits)
     written = write_file(lake, ParsedFile(raw, key, 0, fresh), datetime.now(UTC))
     known.add(key)
     report.chunks.append(written)
