@@ -95,7 +95,7 @@ def test_relative_jsonl_path_is_relative_to_the_config_file(tmp_path: Path) -> N
      "the key)"),
     ("[sinks]\nalertmanager_basic_auth_env = 'AM_AUTH'\n",
      "[sinks] alertmanager_basic_auth ($AM_AUTH) must be user:password"),
-    ("[nosuch]\n", "unknown key 'nosuch' (known: alerts, prometheus, sinks)"),
+    ("[nosuch]\n", "unknown key 'nosuch' (known: alerts, pool, prometheus, sinks)"),
     ("[alerts\nwarning = 0.7\n", "not valid TOML: "),
 ])
 def test_bad_settings_are_one_actionable_line(tmp_path: Path, text: str, message: str) -> None:

@@ -45,6 +45,9 @@ class FakePrometheus:
                 self.end_headers()
                 self.wfile.write(answer)
 
+            def do_GET(self) -> None:  # noqa: N802 - /api/v1/label/<name>/values is GET only
+                self.do_POST()
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -125,11 +128,13 @@ def test_an_answer_that_is_not_prometheus(tmp_path: Path) -> None:
 
 
 def test_no_series_pulls_nothing(tmp_path: Path) -> None:
-    with fake_prometheus([(200, b'{"status":"success","data":[]}')]) as fake:
+    empty = (200, b'{"status":"success","data":[]}')
+    with fake_prometheus([empty, empty]) as fake:  # no SMART/fabric series, no pool names
         report = pull_prometheus(fake.url, tmp_path / "lake", PrometheusSettings(),
                                  since=SINCE, until=UNTIL)
-    assert report.rows == {} and report.series == 0
+    assert report.rows == {} and report.series == 0 and report.pool_series == 0
     assert "nothing to pull" in report.notes[0]
+    assert fake.requests[1]["path"].startswith("/api/v1/label/__name__/values?match%5B%5D=")
 
 
 # -- settings and the node rule ----------------------------------------------------------------

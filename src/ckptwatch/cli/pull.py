@@ -1,5 +1,5 @@
 """`ckptwatch pull prometheus URL --lake LAKE (--since T --until T | --around-checkpoints)`:
-SMART and fabric history from a Prometheus server into the lake."""
+SMART, fabric and pool history from a Prometheus server into the lake."""
 
 from __future__ import annotations
 
@@ -36,12 +36,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sources = p.add_subparsers(dest="source", metavar="SOURCE", required=True,
                                help="where the telemetry is kept: prometheus")
     q = sources.add_parser(
-        "prometheus", help="SMART and fabric history from a Prometheus server",
+        "prometheus", help="SMART, fabric and pool history from a Prometheus server",
         description="Read the node_exporter infiniband/ethtool and smartctl_exporter series "
         "that map to ckptwatch's SMART and fabric names from a Prometheus server's HTTP API "
         "(/api/v1/series, then /api/v1/query_range in chunks of time and series) and write "
         "them to the lake's nvme_smart and fabric_counters tables with source = prometheus, "
-        "counters cumulative. node = the instance label without its :port, or what "
+        "counters cumulative; and the pool series the [pool.prometheus] rules and presets of "
+        "--config map, into pool_metrics (pool-looking names no rule maps are named in the "
+        "notes). node = the instance label without its :port, or what "
         "[prometheus] node_map says. Pulling the same range again adds nothing. Auth: "
         "[prometheus] token_env / basic_auth_env in --config, else $CKPTWATCH_PROMETHEUS_TOKEN "
         "(bearer) or $CKPTWATCH_PROMETHEUS_BASIC_AUTH (user:password). Exit 0 on success, 2 "
@@ -89,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
                              until=args.until, around_checkpoints=args.around_checkpoints,
                              step_s=args.step, secrets=settings.secrets(),
                              lock_wait_s=args.lock_wait,
-                             progress=None if args.quiet else _progress, limits=settings.ingest)
+                             progress=None if args.quiet else _progress, limits=settings.ingest,
+                             pool=settings.pool.prometheus)
     print(render_pull(report, args.lake))
     return 0
 
@@ -112,6 +115,8 @@ def render_pull(report: object, lake: Path) -> str:
         f"  range: {span or 'none'}",
         f"  series: {report.series:,} from {report.hosts:,} instance(s); {report.queries:,} "
         "queries",
+        *([f"  pool series: {report.pool_series:,} from {report.pool_hosts:,} instance(s) "
+           "([pool.prometheus] rules)"] if report.pool_series else []),
         "  rows written: " + (", ".join(f"{t} {n:,}" for t, n in sorted(rows.items()))
                               or "none")
         + (f" ({report.already:,} already in the lake)" if report.already else ""),

@@ -72,11 +72,19 @@ class PrometheusAPI:
             secrets += [userinfo, userinfo.partition(":")[2]]
         return target, headers, secrets
 
-    def call(self, path: str, params: Sequence[tuple[str, str]] | Mapping[str, str]) -> Any:
-        """POST ``params`` to ``path`` and return the answer's ``data``; :class:`PullError`
+    def call(self, path: str, params: Sequence[tuple[str, str]] | Mapping[str, str], *,
+             method: str = "POST") -> Any:
+        """POST ``params`` to ``path`` (``method="GET"``: in the query string, for the
+        endpoints that take only GET) and return the answer's ``data``; :class:`PullError`
         after the retries."""
         target, headers, secrets = self._headers()
-        body = urllib.parse.urlencode(params).encode()
+        query = urllib.parse.urlencode(params)
+        body: bytes | None = query.encode()
+        if method == "GET":
+            path_query, body = f"{path}?{query}", None
+            del headers["Content-Type"]
+        else:
+            path_query = path
         s = self.settings
         reason, hint = "", ""
         tries = 0
@@ -85,8 +93,8 @@ class PrometheusAPI:
             tries = attempt + 1
             if attempt:
                 time.sleep(RETRY_BACKOFF_S)
-            req = urllib.request.Request(target + path, data=body, headers=headers,
-                                         method="POST")
+            req = urllib.request.Request(target + path_query, data=body, headers=headers,
+                                         method=method)
             try:
                 with urllib.request.urlopen(req, timeout=s.timeout_s) as resp:
                     raw = resp.read()
@@ -134,6 +142,16 @@ class PrometheusAPI:
         if not isinstance(data, list):
             raise PullError(f"Prometheus {self.shown}/api/v1/series: answer is not a list")
         return [d for d in data if isinstance(d, dict)]
+
+    def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
+        """The values of ``label`` on the series ``match`` selects between ``start`` and
+        ``end`` (``/api/v1/label/<label>/values``: for ``__name__``, metric names only)."""
+        path = f"/api/v1/label/{label}/values"
+        data = self.call(path, [("match[]", match), ("start", _num(start)),
+                                ("end", _num(end))], method="GET")
+        if not isinstance(data, list):
+            raise PullError(f"Prometheus {self.shown}{path}: answer is not a list")
+        return [d for d in data if isinstance(d, str)]
 
     def query_range(self, expr: str, start: float, end: float,
                     step: float) -> list[dict[str, Any]]:

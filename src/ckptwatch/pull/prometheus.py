@@ -1,4 +1,5 @@
-"""``ckptwatch pull prometheus``: SMART and fabric history from a Prometheus server into the lake.
+"""``ckptwatch pull prometheus``: SMART, fabric and pool history from a Prometheus server into
+the lake.
 
 What is read: the series of node_exporter's ``infiniband`` and ``ethtool`` collectors and of
 smartctl_exporter that ``sources.prometheus`` maps to canonical names (the parser decides: a
@@ -11,6 +12,10 @@ Every stored sample, not a resampled grid: each chunk asks for ``m`` and ``times
 keeps a point whenever the sample's own timestamp changes, so at a ``--step`` at or below the
 scrape interval the lake holds exactly the samples Prometheus stores, with their values,
 cumulative (the lake's counter semantics, resets and saturation, apply unchanged).
+
+Pool series: those the ``[pool.prometheus]`` rules map (``pull.pool_mapping``: discovery, and
+samples -> ``pool_metrics`` rows) are read by the same chunks and host batches; pool-looking
+names no rule maps are named in the notes.
 
 Hosts: the ``node_label`` (default ``instance``) without its ``:port``, or what the
 ``node_map`` CSV (``instance,node``) says. Rows go through the ingest's write path
@@ -44,8 +49,10 @@ from ckptwatch.ingest.read import ParsedFile
 from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
+from ckptwatch.pull.pool_mapping import PoolPlan, Sample, discover, map_samples, plan_notes
 from ckptwatch.pull.promapi import PrometheusAPI, PullError
-from ckptwatch.settings import INGEST, IngestSettings, PrometheusSettings, display_url
+from ckptwatch.settings import INGEST, IngestSettings, PrometheusSettings, display_url, sql_dir
+from ckptwatch.settings.pool import PoolPrometheusSettings
 from ckptwatch.sources.base import Parsed, ToolContext, safe_text
 from ckptwatch.sources.envelope import rows_to_frames
 from ckptwatch.sources.prometheus import SOURCE, parse_prometheus
@@ -60,7 +67,8 @@ MAX_STEPS = 11_000
 QUERY_WORKERS = 4
 #: The key columns of a pulled row per table (a row already in the lake is not written again).
 KEYS = {"fabric_counters": ("node", "device", "port", "counter", "ts"),
-        "nvme_smart": ("node", "device", "metric", "ts")}
+        "nvme_smart": ("node", "device", "metric", "ts"),
+        "pool_metrics": ("pool", "target", "metric", "ts")}
 
 Range = tuple[float, float]
 
@@ -74,6 +82,9 @@ class PullReport:
     series: int
     #: Values of the node label (instances) the series came from.
     hosts: int
+    #: Pool series the ``[pool.prometheus]`` rules map (and their divisors), and their hosts.
+    pool_series: int = 0
+    pool_hosts: int = 0
     queries: int = 0
     #: Chunks committed to the lake (each one lake transaction).
     chunks: list[FileResult] = field(default_factory=list)
@@ -81,6 +92,8 @@ class PullReport:
     already: int = 0
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: Pool samples no row came of, by rule and reason (named in the notes at the end).
+    pool_skipped: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows(self) -> dict[str, int]:
@@ -261,9 +274,12 @@ def pull_prometheus(url: str, lake_root: Path, settings: PrometheusSettings, *,
                     around_checkpoints: bool = False, step_s: float | None = None,
                     secrets: Sequence[str] = (), lock_wait_s: float = 600.0,
                     progress: Callable[[int, int], None] | None = None,
-                    limits: IngestSettings = INGEST) -> PullReport:
+                    limits: IngestSettings = INGEST,
+                    pool: PoolPrometheusSettings | None = None) -> PullReport:
     """Pull ``[since, until]`` (or the windows around the lake's checkpoints) into the lake;
     its rows are checked as an ingest's are, under ``limits`` (field length, rejects kept).
+    ``pool``: the ``[pool.prometheus]`` mapping (None: no rules; pool-looking metric names
+    are still named in the notes).
 
     Raises :class:`PullError` (server unreachable, an HTTP error, a pull over ``max_points``)
     and ``ConfigError`` (a bad node map, a range that ends before it starts).
@@ -308,20 +324,35 @@ def pull_prometheus(url: str, lake_root: Path, settings: PrometheusSettings, *,
                             "[prometheus] node_label to the label that names the host)")
     report.series = sum(sum(m.values()) for m in per_host.values())
     report.hosts = len(per_host)
+    mapping = pool or PoolPrometheusSettings()
+    plan, queries = discover(api, mapping.effective_rules(sql_dir()), ranges[0][0],
+                             ranges[-1][1], label)
+    report.queries += queries
+    report.pool_series, report.pool_hosts = plan.series, len(plan.per_host)
+    report.notes += plan_notes(plan, mapping.presets)
     if not per_host:
         report.notes.append(f"Prometheus {api.shown} has no node_infiniband_*, node_ethtool_* "
-                            "or smartctl_device_* series in the range: nothing to pull")
+                            "or smartctl_device_* series in the range"
+                            + ("" if plan.per_host else ": nothing to pull"))
+    if not per_host and not plan.per_host:
         report.elapsed_s = time.monotonic() - t0
         return report
+    pool_metrics = plan.metrics
+    merged: dict[str, dict[str, int]] = defaultdict(dict)
+    for source in (per_host, plan.per_host):
+        for host, counts in source.items():
+            merged[host].update(counts)
+    per_host = merged
     widest = max(sum(m.values()) for m in per_host.values())
     longest = max(math.ceil((b - a) / step) + 1 for a, b in ranges)  # steps of the longest
     steps = max(1, min(MAX_STEPS - 1, longest, settings.max_points_per_query // widest - 1))
     chunks = plan_chunks(ranges, step, steps)
     total_steps = sum(round((c.end - c.start) / step) + 1 for c in chunks)
-    points = 2 * report.series * total_steps  # a value and a timestamp per point
+    series = report.series + report.pool_series
+    points = 2 * series * total_steps  # a value and a timestamp per point
     if points > settings.max_points:
         raise PullError(
-            f"Prometheus {api.shown}: the pull would read {points:,} points ({report.series:,} "
+            f"Prometheus {api.shown}: the pull would read {points:,} points ({series:,} "
             f"series x {total_steps:,} steps of {step:g} s, value and timestamp), more than "
             f"the limit of {settings.max_points:,} ([prometheus] max_points): narrow "
             "--since/--until, raise --step, or raise the limit")
@@ -338,10 +369,21 @@ def pull_prometheus(url: str, lake_root: Path, settings: PrometheusSettings, *,
                     done += 1
                     if progress:
                         progress(done, len(chunks) * len(batches))
-                    text_by_host = _read_chunk(api, chunk, step, label, hosts, per_host, report)
-                    _write_chunk(lake, con, known, report, chunk, text_by_host, namer, limits)
+                    samples = _read_chunk(api, chunk, step, label, hosts, per_host, report)
+                    text_by_host: dict[str, list[str]] = defaultdict(list)
+                    pool_samples: list[Sample] = []
+                    for host, metric, labels, value, ts in samples:
+                        if metric in pool_metrics:
+                            pool_samples.append((host, metric, labels, value, ts))
+                        else:
+                            text_by_host[host].append(exposition_line(metric, labels, value,
+                                                                      ts))
+                    _write_chunk(lake, con, known, report, chunk, text_by_host, namer, limits,
+                                 pool_samples, plan)
         finally:
             con.close()
+    report.notes += [f"{why} ({n:,} sample{'s' if n > 1 else ''} left out)"
+                     for why, n in sorted(report.pool_skipped.items())]
     report.elapsed_s = time.monotonic() - t0
     return report
 
@@ -362,12 +404,14 @@ def _host_batches(per_host: dict[str, dict[str, int]], room: int) -> list[list[s
 
 
 def _read_chunk(api: PrometheusAPI, chunk: Chunk, step: float, label: str, hosts: list[str],
-                per_host: dict[str, dict[str, int]],
-                report: PullReport) -> dict[str, list[str]]:
-    """The chunk's stored samples of ``hosts`` as exposition lines, per host label value."""
+                per_host: dict[str, dict[str, int]], report: PullReport) -> list[Sample]:
+    """The chunk's stored samples of ``hosts`` (host label value, metric, labels, value,
+    time), in the order of the metrics and series (the same every run). A host "" is the
+    series without the label (``=~""`` selects them)."""
     metrics = sorted({m for h in hosts for m in per_host[h]})
     selector = f"{{{label}=~{_regex_alternatives(hosts)}}}"
-    lines: dict[str, list[str]] = defaultdict(list)
+    wanted = set(hosts)
+    out: list[Sample] = []
 
     def read(metric: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         return (api.query_range(f"{metric}{selector}", chunk.start, chunk.end, step),
@@ -381,9 +425,10 @@ def _read_chunk(api: PrometheusAPI, chunk: Chunk, step: float, label: str, hosts
         by_labels = {_series_key(s.get("metric", {})): s.get("values", []) for s in stamps}
         for series in values:
             labels = series.get("metric", {})
-            host = labels.get(label)
-            if host is None:
+            host = labels.get(label, "")
+            if host not in wanted:
                 continue
+            plain = {k: v for k, v in labels.items() if k != "__name__"}
             raw_ts = dict((float(t), float(v)) for t, v in by_labels.get(_series_key(labels), []))
             last: float | None = None
             for t, value in series.get("values", []):
@@ -394,8 +439,8 @@ def _read_chunk(api: PrometheusAPI, chunk: Chunk, step: float, label: str, hosts
                 if ts < chunk.keep_from or ts > chunk.keep_to or (
                         ts == chunk.keep_to and not chunk.last):
                     continue
-                lines[host].append(exposition_line(metric, labels, value, ts))
-    return lines
+                out.append((host, metric, plain, value, ts))
+    return out
 
 
 def _series_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -404,10 +449,17 @@ def _series_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
 def _write_chunk(lake: Lake, con: Any, known: set[str], report: PullReport, chunk: Chunk,
                  lines: dict[str, list[str]], namer: Callable[[str], str],
-                 limits: IngestSettings) -> None:
-    """Parse the chunk's samples per host, leave out rows the lake has, commit the rest."""
+                 limits: IngestSettings, pool_samples: Sequence[Sample] = (),
+                 plan: PoolPlan | None = None) -> None:
+    """Parse the chunk's samples per host (pool samples through the plan's rules), leave out
+    rows the lake has, commit the rest."""
     parsed = Parsed(limits=limits)
     when = datetime.fromtimestamp(chunk.start, tz=UTC)
+    if pool_samples and plan is not None:
+        mapped = map_samples(pool_samples, plan.rules, namer)
+        for why, n in mapped.skipped.items():
+            report.pool_skipped[why] = report.pool_skipped.get(why, 0) + n
+        rows_to_frames({"pool_metrics": mapped.rows}, parsed)
     for host in sorted(lines):
         node = namer(host)
         try:
@@ -446,7 +498,8 @@ def _write_chunk(lake: Lake, con: Any, known: set[str], report: PullReport, chun
 
 
 #: Per table: the pulled rows (``pulled_rows``, a registered frame) whose key the lake's rows
-#: from earlier pulls do not hold. Parameters: source, first and last day, first and last ts.
+#: from earlier pulls do not hold. Parameters: source, first and last day, first and last ts
+#: (pool_metrics has no source column: a row of any origin with the same key is there).
 _NEW_ROWS = {
     "fabric_counters": """
         select new.*
@@ -465,6 +518,15 @@ _NEW_ROWS = {
             from nvme_smart
             where source = ? and date between ? and ? and ts between ? and ?
         ) as old using (node, device, metric, ts)
+    """,
+    "pool_metrics": """
+        select new.*
+        from pulled_rows as new
+        anti join (
+            select pool, target, metric, ts
+            from pool_metrics
+            where ? is not null and date between ? and ? and ts between ? and ?
+        ) as old using (pool, target, metric, ts)
     """,
 }
 

@@ -7,7 +7,9 @@
 - :mod:`~ckptwatch.settings.secrets`: :class:`Secret` and redaction;
 - :mod:`~ckptwatch.settings.paths`: the package's SQL and notebook, the default lake and model;
 - :mod:`~ckptwatch.settings.prefect_env`: the variables handed to Prefect;
-- :mod:`~ckptwatch.settings.detection`: the detection thresholds (``sql/session.sql``).
+- :mod:`~ckptwatch.settings.detection`: the detection thresholds (``sql/session.sql``);
+- :mod:`~ckptwatch.settings.pool`: ``[pool.prometheus]``, the pool's Prometheus series ->
+  pool_metrics rules, and :mod:`~ckptwatch.settings.pool_presets`, the shipped presets.
 
 Every public name is importable from here (``from ckptwatch.settings import load_settings``).
 """
@@ -56,6 +58,7 @@ from ckptwatch.settings.paths import (
     notebook_path,
     sql_dir,
 )
+from ckptwatch.settings.pool import PoolPrometheusSettings, PoolSettings
 from ckptwatch.settings.prefect_env import (
     PREFECT_STARTUP_TIMEOUT_S,
     prefect_environment,
@@ -68,7 +71,8 @@ __all__ = [
     "JOB_KEYS", "PACKAGE_DIR", "PREFECT_STARTUP_TIMEOUT_S", "PROMETHEUS_BASIC_AUTH_ENV",
     "PROMETHEUS_TOKEN_ENV", "REDACTED", "RUNBOOK_URL", "TAIL_STATS", "UNCAPPED", "URL_FIELDS",
     "WORKERS_ENV", "AlertSettings", "ConfigError", "DetectionSettings", "IngestSettings",
-    "JobAlertSettings", "NightlySettings", "PathSettings", "PrefectSettings",
+    "JobAlertSettings", "NightlySettings", "PathSettings", "PoolPrometheusSettings",
+    "PoolSettings", "PrefectSettings",
     "PrometheusSettings", "Secret", "Settings", "SinkSettings", "WatchSettings", "config_path",
     "default_lake", "display_url", "duckdb_memory_limit", "duckdb_memory_setting",
     "ingest_settings", "load_settings", "model_path", "notebook_path", "parse_workers",

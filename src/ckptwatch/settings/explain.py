@@ -7,7 +7,7 @@ show``): the tree flattened to dotted names (``alerts.defaults.warning``,
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,9 @@ def _shown(name: str, value: Any, settings: Settings, secrets: list[str]) -> Any
         value = display_url(value)
     if isinstance(value, Path):
         value = str(value)
-    if isinstance(value, tuple | list | frozenset | set):
-        value = list(value)
+    if isinstance(value, tuple | list | frozenset | set):  # pool rules: each as a table
+        value = [asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
+                 for v in value]
     return redact(value, secrets) if isinstance(value, str) else value
 
 

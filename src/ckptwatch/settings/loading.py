@@ -31,6 +31,9 @@ Which file: ``--config FILE`` (passed here as ``path``), else ``$CKPTWATCH_CONFI
     step_s = 15
     node_map = "nodes.csv"        # instance,node (default: the instance without its :port)
 
+    [pool.prometheus]             # the pool's own exporter series (ckptwatch.settings.pool)
+    preset = "lustrefs-exporter"  # lustrefs-exporter, daos, gpfs_exporter, weka, vast
+
 Secrets (tokens, basic auth, a secret-bearing webhook URL) are read from the environment
 variable a ``*_env`` key names — or, discouraged, from a literal key in the file — and are held
 as :class:`Secret`, whose ``repr``/``str`` never show the value. :meth:`Settings.secrets`
@@ -77,6 +80,7 @@ from ckptwatch.settings.paths import (
     model_path,
     sql_dir,
 )
+from ckptwatch.settings.pool import pool_settings
 from ckptwatch.settings.prefect_env import PREFECT_STARTUP_TIMEOUT_S, prefect_home
 from ckptwatch.settings.secrets import Secret
 
@@ -141,7 +145,7 @@ def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
     environment (``environ``, default ``os.environ``)."""
     env = os.environ if environ is None else environ
     where = str(source) if source else "settings"
-    _check_keys(where, "", data, {"alerts", "sinks", "prometheus"})
+    _check_keys(where, "", data, {"alerts", "sinks", "prometheus", "pool"})
     alerts = _alert_settings(where, _table(where, "alerts", data.get("alerts", {})))
     sinks = _sink_settings(where, _table(where, "sinks", data.get("sinks", {})),
                            base_dir or Path.cwd(), env)
@@ -160,6 +164,7 @@ def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
     if "ingest.max_record_bytes" in origins:
         origins["watch.max_record_bytes"] = origins["ingest.max_record_bytes"]
     paths = PathSettings(lake=default_lake(env), model=model_path(env), sql_dir=sql_dir(env))
+    pool = pool_settings(where, _table(where, "pool", data.get("pool", {})), paths.sql_dir)
     for key, var in (("lake", LAKE_ENV), ("model", MODEL_ENV), ("sql_dir", SQL_DIR_ENV)):
         if var in env:
             origins[f"paths.{key}"] = f"environment (${var})"
@@ -172,7 +177,7 @@ def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
     return Settings(alerts=alerts, sinks=sinks, prometheus=prometheus, source=source,
                     ingest=ingest, watch=watch, nightly=nightly, paths=paths,
                     duckdb_memory=_memory_cap(memory or ""),
-                    prefect=_prefect(env, origins), origins=origins)
+                    prefect=_prefect(env, origins), pool=pool, origins=origins)
 
 
 #: The settings that hold a secret (from ``<key>_env``, a literal ``<key>``, or a default
@@ -203,6 +208,11 @@ def _file_origins(data: Mapping[str, Any]) -> dict[str, str]:
                 out[f"alerts.defaults.{key}"] = "file"
             else:
                 out[f"{table}.{key}"] = "file"
+    pool = data.get("pool")
+    pool = pool.get("prometheus") if isinstance(pool, Mapping) else None
+    for key, name in (("preset", "presets"), ("rules", "rules")):
+        if isinstance(pool, Mapping) and key in pool:
+            out[f"pool.prometheus.{name}"] = "file"
     return out
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ckptwatch.settings.detection import DetectionSettings
 from ckptwatch.settings.paths import DEFAULT_LAKE, DEFAULT_MODEL, PACKAGE_DIR
+from ckptwatch.settings.pool import PoolSettings
 from ckptwatch.settings.prefect_env import PREFECT_STARTUP_TIMEOUT_S, prefect_home
 from ckptwatch.settings.secrets import Secret, display_url, url_secrets
 
@@ -312,6 +313,8 @@ class Settings:
     #: DuckDB's memory cap (``3GB``; None: DuckDB's own default, 80 % of RAM).
     duckdb_memory: str | None = None
     prefect: PrefectSettings = field(default_factory=PrefectSettings)
+    #: ``[pool.prometheus]``: the pool's own Prometheus series -> pool_metrics.
+    pool: PoolSettings = field(default_factory=PoolSettings)
     origins: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def secrets(self) -> list[str]:
