@@ -1,5 +1,6 @@
-"""The nightly run without Prefect (``flows.run.run_nightly`` with the plain steps) and its
-failure policy: what fails a run, with which one line and exit status, what is written first.
+"""The nightly run without a Prefect server or flow run (``flows.run.run_nightly`` with the plain
+steps) and its failure policy: what fails a run, with which one line and exit status, what is
+written first; and ``ckptwatch nightly``'s summary and exit status over it.
 
 Each run is the small raw directory of tests/conftest.py through the real steps; a step is
 replaced only where the test needs a failure no real input gives (a server that cannot be read,
@@ -20,7 +21,12 @@ from typing import Any, NoReturn
 import duckdb
 import pytest
 from tests.conftest import write_raw_dir
+from tests.loopback import free_port
 
+# Prefect imported at collection (as the other flow tests do), never first inside a test that
+# captures stderr: its console log handler keeps the stream it finds at import.
+import ckptwatch.flows.nightly as nightly_module
+from ckptwatch.cli.main import main
 from ckptwatch.cli.nightly import render_result
 from ckptwatch.errors import (
     AlertsUndeliveredError,
@@ -29,6 +35,7 @@ from ckptwatch.errors import (
     PullError,
     RawDirError,
 )
+from ckptwatch.flows import local_prefect
 from ckptwatch.flows import run as run_module
 from ckptwatch.flows.run import (
     PLAIN_STEPS,
@@ -220,6 +227,35 @@ def test_an_error_inside_a_step_stops_the_run_and_closes_its_connection(
     assert not (tmp_path / "lake" / "reports").exists()
 
 
+def test_the_loaded_settings_reach_the_ingest_and_the_duckdb_cap(
+        raw_dir: Path, tmp_path: Path) -> None:
+    """Passed down, not read again from the environment: the ingest's limits (a 1-character
+    field limit quarantines every record) and DuckDB's cap (the call's, else the settings')."""
+    from ckptwatch.ingest.run import IngestReport
+    from ckptwatch.settings import INGEST, NightlySettings
+
+    seen: dict[str, Any] = {}
+
+    def ingest(*args: Any) -> IngestReport:
+        seen["ingest"] = report = PLAIN_STEPS.ingest(*args)
+        return report
+
+    def views(_lake: Path, _days: object, memory_limit: str) -> NoReturn:
+        seen["memory_limit"] = memory_limit
+        raise LakeError("enough")
+
+    settings = replace(Settings(), ingest=replace(INGEST, max_field_chars=1),
+                       nightly=NightlySettings(duckdb_memory="1GB"))
+    steps = replace(NO_STEPS, ingest=ingest, deltas=lambda *_a: 0, views=views)
+    with pytest.raises(LakeError, match="enough"):
+        run_nightly(raw_dir, tmp_path / "lake", settings, steps=steps)
+    assert seen["ingest"].quarantined == 14 and not any(seen["ingest"].rows.values())
+    assert seen["memory_limit"] == "1GB"
+    with pytest.raises(LakeError, match="enough"):
+        run_nightly(raw_dir, tmp_path / "lake", settings, steps=steps, duckdb_memory="2GB")
+    assert seen["memory_limit"] == "2GB"
+
+
 # -- the raw directory -----------------------------------------------------------------------
 
 
@@ -280,3 +316,65 @@ def test_the_run_imports_no_prefect() -> None:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr or "ckptwatch.flows.run imported prefect"
+
+
+# -- the command's summary and exit status, the flow replaced by the run ----------------------
+
+
+def _flow_without_prefect(raw_dir: Path, lake_root: Path, config: Path | None = None,
+                          send: bool = True, **kwargs: Any) -> dict[str, Any]:
+    """``nightly_flow`` as its caller sees it (the result, or the failure raised), without a
+    flow run: the same run, settings and failure."""
+    kwargs.pop("dask", None)
+    result = run_nightly(raw_dir, lake_root, load_settings(config), send=send, **kwargs)
+    failure = result.failure()
+    if failure is not None:
+        raise failure
+    return result.to_dict()
+
+
+@pytest.fixture
+def command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ckptwatch nightly`` with no Prefect server and no flow run."""
+    monkeypatch.setattr(local_prefect, "configure", lambda *_a, **_k: None)
+    monkeypatch.setattr(local_prefect, "start_local_server", lambda *_a, **_k: None)
+    monkeypatch.setattr(nightly_module, "nightly_flow", _flow_without_prefect)
+
+
+def test_the_command_prints_the_summary_then_the_sink_failure_and_exits_1(
+        command: None, raw_dir: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "blocked").mkdir()
+    _low_levels(tmp_path, f'[sinks]\nstdout = false\njsonl = "{tmp_path / "blocked"}"\n')
+    lake = tmp_path / "lake"
+    rc = main(["nightly", str(raw_dir), "--lake", str(lake),
+               "--config", str(tmp_path / "ckptwatch.toml")])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert out.startswith(f"nightly {raw_dir} -> {lake}\n  ingest: 6 file(s) ingested, 0 "
+                          "already in the lake, 0 failed; 0 record(s) quarantined\n")
+    assert ("  alerts: 1 due: 0 of 1 delivered to jsonl (Is a directory; kept for the next "
+            f"run); JSON Lines: {tmp_path / 'blocked'}\n") in out
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("ckptwatch nightly: running the nightly flow")
+    assert lines[1].startswith("ckptwatch nightly: alerts not delivered: jsonl: cannot append")
+
+
+def test_the_command_says_a_failed_pull_in_one_line_and_exits_2(
+        command: None, raw_dir: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that refuses: the ingest and the report happen, then the run fails."""
+    url = f"http://127.0.0.1:{free_port()}"  # nobody listens
+    config = tmp_path / "c.toml"
+    config.write_text(f'[sinks]\nstdout = false\n[prometheus]\nurl = "{url}"\nretries = 0\n'
+                      "timeout_s = 2\n")
+    lake = tmp_path / "lake"
+    rc = main(["nightly", str(raw_dir), "--lake", str(lake), "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("ckptwatch nightly: error: ")
+    assert lines[1].endswith(f"— the ingest ran and the report is written "
+                             f"({lake / 'reports' / '2026-11-28' / 'report.html'}) without "
+                             "it; the next run pulls the range again")
+    assert (lake / "reports" / "2026-11-28" / "report.html").is_file()

@@ -49,7 +49,7 @@ from ckptwatch.lake.query import connect, skipped_rows, view_files
 from ckptwatch.pull.prometheus import PullReport, default_range, pull_prometheus
 from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
 from ckptwatch.report.facts import nightly_days
-from ckptwatch.settings import NightlySettings, Settings, duckdb_memory_setting, redact
+from ckptwatch.settings import IngestSettings, NightlySettings, Settings, redact
 
 #: DuckDB's memory cap in the nightly run unless told otherwise: the settings tree's
 #: ``nightly.duckdb_memory`` default (``settings.NightlySettings``).
@@ -100,12 +100,15 @@ def pull_recent(lake_root: Path, settings: Settings, lock_wait_s: float) -> Pull
     assert p.url is not None
     since, until = default_range(datetime.now(UTC), p.nightly_since_s)
     return pull_prometheus(p.url, lake_root, p, since=since, until=until,
-                           secrets=settings.secrets(), lock_wait_s=lock_wait_s)
+                           secrets=settings.secrets(), lock_wait_s=lock_wait_s,
+                           limits=settings.ingest)
 
 
-def ingest_raw(raw_dir: Path, lake_root: Path, lock_wait_s: float) -> IngestReport:
-    """Every new raw file under ``raw_dir`` into the lake (``ingest.run.ingest``)."""
-    return ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s)
+def ingest_raw(raw_dir: Path, lake_root: Path, lock_wait_s: float,
+               limits: IngestSettings) -> IngestReport:
+    """Every new raw file under ``raw_dir`` into the lake, under the run's ingest ``limits``
+    (``ingest.run.ingest``)."""
+    return ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s, limits=limits)
 
 
 def store_counter_deltas(lake_root: Path, memory_limit: str, lock_wait_s: float) -> int:
@@ -162,7 +165,7 @@ class NightlySteps:
     functions above (which :data:`PLAIN_STEPS` holds)."""
 
     pull: Callable[[Path, Settings, float], PullReport]
-    ingest: Callable[[Path, Path, float], IngestReport]
+    ingest: Callable[[Path, Path, float, IngestSettings], IngestReport]
     deltas: Callable[[Path, str, float], int]
     views: Callable[[Path, tuple[date, date], str], Connection]
     check: Callable[[Connection], list[str]]
@@ -305,13 +308,15 @@ def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: boo
     """Pull (with ``[prometheus] url``), ingest, counter deltas, views, stalls, alerts, report.
 
     Raises what stops the run (see the module's policy); returns the result of a run that got
-    to its report, whose :meth:`NightlyResult.failure` may still fail it. ``settings`` are the
-    loaded settings (the alerts also go to ``LAKE/reports/alerts.jsonl`` unless they name a
-    JSON Lines file). ``report_date``: the day the report covers (default: the newest day with
-    checkpoints). ``lookback_days``: the days before it that stalls, alerts and the report read
-    too; older days are not opened. ``duckdb_memory``: DuckDB's cap for the steps after the
-    ingest (default: ``$CKPTWATCH_DUCKDB_MEMORY``, else :data:`NIGHTLY_DUCKDB_MEMORY`).
-    ``replay``: evaluate the alerts as of the newest checkpoint read, not the clock.
+    to its report, whose :meth:`NightlyResult.failure` may still fail it. ``settings``: the
+    loaded settings, the ingest limits and the DuckDB cap included (the alerts also go to
+    ``LAKE/reports/alerts.jsonl`` unless they name a JSON Lines file). ``report_date``: the
+    day the report covers (default: the newest day with checkpoints). ``lookback_days``: the
+    days before it that stalls, alerts and the report read too; older days are not opened.
+    ``duckdb_memory``: DuckDB's cap for the steps after the ingest (default:
+    ``settings.nightly.duckdb_memory``: ``$CKPTWATCH_DUCKDB_MEMORY``, else
+    :data:`NIGHTLY_DUCKDB_MEMORY`). ``replay``: evaluate the alerts as of the newest
+    checkpoint read, not the clock.
     """
     raw_dir, lake_root = Path(raw_dir), Path(lake_root)
     check_raw_dir(raw_dir)
@@ -329,9 +334,9 @@ def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: boo
                 pull_error = redact(str(exc), secrets)
                 log.warning("nightly: pull failed: %s", pull_error)
     with clock.step("ingest"):
-        ingested = steps.ingest(raw_dir, lake_root, lock_wait_s)
+        ingested = steps.ingest(raw_dir, lake_root, lock_wait_s, settings.ingest)
     # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
-    limit = duckdb_memory_setting(duckdb_memory, NIGHTLY_DUCKDB_MEMORY)
+    limit = duckdb_memory or settings.nightly.duckdb_memory
     with clock.step("deltas"):
         n_delta_days = steps.deltas(lake_root, limit, lock_wait_s)
     days = nightly_days(lake_root, report_date, lookback_days)
