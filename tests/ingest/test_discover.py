@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckptwatch.errors import CorruptInputError, RawDirError
-from ckptwatch.ingest import discover as discover_module
-from ckptwatch.ingest.discover import classify, discover, read_bytes, table_for_columns
+from ckptwatch.ingest import load as load_module
+from ckptwatch.ingest.discover import classify, discover, table_for_columns
+from ckptwatch.ingest.load import read_bytes
 
 
 @pytest.mark.parametrize(("columns", "table"), [
@@ -66,7 +67,7 @@ def test_a_corrupt_gzip_is_a_corrupt_input_error_and_an_os_error(tmp_path: Path)
 
 def _blank_long_lines_by_regex(data: bytes, limit: int, keep: int) -> tuple[
         bytes, list[tuple[int, int, bytes]]]:
-    """The reference ``discover._blank_long_lines`` is held to: each line over ``limit``
+    """The reference ``load._blank_long_lines`` is held to: each line over ``limit``
     bytes found by a regular expression, blanked, listed (line number, length, head)."""
     import re
 
@@ -92,15 +93,15 @@ def test_long_lines_are_blanked_as_the_regex_finds_them(
     heads as the regular expression, the same bytes left (CR and NUL are line content).
     The quick look for any long line (``_has_long_line``) says so exactly when there is one."""
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(discover_module, "SCAN_BYTES", scan)
-        got = discover_module._blank_long_lines(data, limit, keep)
+        m.setattr(load_module, "SCAN_BYTES", scan)
+        got = load_module._blank_long_lines(data, limit, keep)
     want = _blank_long_lines_by_regex(data, limit, keep)
     assert got == want
-    assert discover_module._has_long_line(data, limit) == bool(want[1])
+    assert load_module._has_long_line(data, limit) == bool(want[1])
 
 
 def test_a_long_line_is_blanked_and_listed() -> None:
     data = b"short\n" + b"x" * 12 + b"\r\n\nok\n" + b"y" * 11
-    blanked, long_lines = discover_module._blank_long_lines(data, 10, 3)
+    blanked, long_lines = load_module._blank_long_lines(data, 10, 3)
     assert blanked == b"short\n\n\nok\n"
     assert long_lines == [(2, 13, b"xxx"), (5, 11, b"yyy")]

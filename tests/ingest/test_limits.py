@@ -362,7 +362,7 @@ def test_the_utf8_check_a_piece_at_a_time_finds_what_decoding_whole_finds(
     piece's end included."""
     from unittest import mock
 
-    from ckptwatch.ingest import discover
+    from ckptwatch.ingest import load
 
     data = b"".join(pieces)
     try:
@@ -370,8 +370,8 @@ def test_the_utf8_check_a_piece_at_a_time_finds_what_decoding_whole_finds(
         want = None
     except UnicodeDecodeError as exc:
         want = (exc.start, exc.reason)
-    with mock.patch.object(discover, "SCAN_BYTES", scan):
-        assert discover._not_utf8(data) == want
+    with mock.patch.object(load, "SCAN_BYTES", scan):
+        assert load._not_utf8(data) == want
 
 
 @pytest.mark.parametrize(("stat_size", "cap"), [(10, 1000), (10, 50), (0, 1000), (300, 50)])
@@ -384,14 +384,14 @@ def test_a_file_growing_as_it_is_read_is_read_to_the_cap(tmp_path: Path, stat_si
     from types import SimpleNamespace
     from unittest import mock
 
-    from ckptwatch.ingest import discover
+    from ckptwatch.ingest import load
     from ckptwatch.settings import INGEST
 
     path = tmp_path / "c.jsonl"
     body = b"".join(b'{"n": %d}\n' % i for i in range(30))  # 289 bytes
     path.write_bytes(body)
-    with mock.patch.object(discover.os, "fstat", return_value=SimpleNamespace(
+    with mock.patch.object(load.os, "fstat", return_value=SimpleNamespace(
             st_size=stat_size)):
-        got = discover.load(path, limits=replace(INGEST, max_file_bytes=cap))
+        got = load.load(path, limits=replace(INGEST, max_file_bytes=cap))
     assert got.data == body[:cap]
     assert (got.failure is None) == (len(body) <= cap)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 
-from ckptwatch.lake import seam
+from ckptwatch.lake import freshness, seam
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "ckptwatch"
@@ -79,3 +80,19 @@ def test_added_rows_and_some_parts_only(tmp_path: Path) -> None:
         ("c", None), ("z", 1)]
     seam.read_parts(con, "u", parts)
     assert con.execute("select count(*) from u").fetchone() == (3,)
+
+
+def test_only_counter_rows_turn_the_stored_deltas_off(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows added to a counter table are not in the stored deltas: they are computed then.
+    Rows of any other table (a checkpoint's records) change no delta: stored ones are read."""
+    monkeypatch.setattr(freshness, "is_fresh", lambda root, days=None: True)
+    con = duckdb.connect()
+    switch = "select getvariable('counter_deltas_derived')"
+    assert seam.use_stored_deltas(con, tmp_path, None)
+    assert seam.use_stored_deltas(con, tmp_path, None, added_to={"checkpoint_writes": None})
+    assert con.execute(switch).fetchone() == (True,)
+    assert not seam.use_stored_deltas(con, tmp_path, None, added_to=["fabric_counters"])
+    assert con.execute(switch).fetchone() == (False,)
+    monkeypatch.setattr(freshness, "is_fresh", lambda root, days=None: False)
+    assert not seam.use_stored_deltas(con, tmp_path, None)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ckptwatch.errors import RecordError
-from ckptwatch.ingest.discover import Content, FileKind, RawFile, load, read_bytes
+from ckptwatch.ingest.discover import FileKind, RawFile
+from ckptwatch.ingest.load import Content, load, read_bytes
 from ckptwatch.settings import IngestSettings
 from ckptwatch.sources import mlperf
 from ckptwatch.sources.base import (
@@ -93,7 +94,7 @@ class Reader:
 
 
 def _file_bytes(raw: RawFile) -> Content:
-    """The file's content (``discover.load``), lines over the record limit blanked in the
+    """The file's content (``ingest.load.load``), lines over the record limit blanked in the
     line-oriented formats (JSON Lines, CSV, envelopes); a CSV or JSON Lines table that is not
     UTF-8 (nor UTF-16) cannot be read whole."""
     table_text = raw.kind == "tabular" and raw.suffix != ".parquet"

@@ -23,7 +23,7 @@ from ckptwatch.ingest.read import LoadedFile, ParsedFile, load_file, skip_known
 from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_files
 from ckptwatch.lake.schema import ENVELOPE_SOURCES
 from ckptwatch.lake.store import Lake
-from ckptwatch.settings import INGEST, IngestSettings, ingest_settings, parse_workers
+from ckptwatch.settings import INGEST, IngestSettings, ingest_settings, parse_workers, sql_dir
 from ckptwatch.sources.base import safe_text
 
 
@@ -110,8 +110,6 @@ def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[Un
     Reads the name column of those files' own parts only: ~0.1 s per million telemetry rows
     (a simulated 64-node, 8-hour day's 983 k rows in 168 files: 0.26-0.36 s)."""
     import duckdb
-
-    from ckptwatch.lake.query import sql_dir
 
     rels = {f.rel for f in files
             if f.status == "ingested" and any(f.rows.get(t) for t in METRIC_TABLES)}

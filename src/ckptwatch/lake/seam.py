@@ -11,7 +11,7 @@ computed or where they come from; the first three return the same rows as the fi
 2. **Stored counter deltas** (:func:`use_stored_deltas`): ``int_signal_counter_deltas`` reads
    ``derived_counter_deltas`` (the rows ``ckptwatch.lake.derived.refresh`` stored) instead of
    computing ``stg_counter_deltas_of``, when every day the connection reads is fresh
-   (``ckptwatch.lake.freshness``) and no rows were added (5). The SQL holds both branches;
+   (``ckptwatch.lake.freshness``) and no counter rows were added (5). The SQL holds both branches;
    the variable ``counter_deltas_derived`` picks one (unset, as in the duckdb CLI: computed).
 3. **Pinned views** (:func:`pinned_views`): within a block, a view or parameterless table macro
    reads a temporary table of its own rows, computed once on entry, so that the views reading
@@ -24,8 +24,8 @@ Three swaps give a view other rows, on the caller's request:
    frame instead of built from ``sql/``; what it reads is not built for it.
 5. **Added rows** (``connect(extra_rows=...)``, :func:`add_rows`): rows added to a lake table's
    view (``union all by name``) before any other view reads it: raw telemetry not yet ingested
-   (the live watcher). The stored deltas do not hold them, so such a connection computes the
-   deltas (2).
+   (the live watcher). The stored deltas do not hold them, so a connection given rows of a
+   counter table computes the deltas (2).
 6. **Some parts only** (:func:`read_parts`): a lake table's view reads the given Parquet files
    only (``ckptwatch.lake.derived.refresh``: a day's counter parts, a batch at a time).
 
@@ -93,7 +93,7 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path
     files = list(files)
     provide_views(con, provided)
     if any(f.stem == DERIVED_READER for f in files):
-        use_stored_deltas(con, root, days, rows_added=bool(extra_rows))
+        use_stored_deltas(con, root, days, added_to=extra_rows.keys())
     for f in files:
         sql = text[f.stem]
         is_lake = f.parent.name == "lake"
@@ -117,12 +117,14 @@ def provide_views(con: duckdb.DuckDBPyConnection, frames: Mapping[str, pl.DataFr
 
 
 def use_stored_deltas(con: duckdb.DuckDBPyConnection, root: Path,
-                      days: tuple[date, date] | None, *, rows_added: bool) -> bool:
+                      days: tuple[date, date] | None, *, added_to: Iterable[str] = ()) -> bool:
     """Set ``counter_deltas_derived``: true when the stored counter deltas hold every day
-    ``con`` reads and no rows were added to the lake's tables. Returns the value."""
-    from ckptwatch.lake.freshness import is_fresh  # the store (pyarrow): only when needed
+    ``con`` reads and no rows were added to a counter table (``added_to``: the lake tables
+    given rows; rows of other tables change no delta). Returns the value."""
+    from ckptwatch.lake import freshness  # the store (pyarrow): only when needed
 
-    stored = not rows_added and is_fresh(root, days)
+    stored = not set(added_to) & set(freshness.COUNTER_TABLES) \
+        and freshness.is_fresh(root, days)
     con.execute(f"SET VARIABLE {DERIVED_SWITCH} = ?", [stored]).fetchall()
     return stored
 
