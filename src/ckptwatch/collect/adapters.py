@@ -362,6 +362,22 @@ def parse_megatron_log(lines: Iterable[str], *, job_id: str, tier: str,
 # --------------------------------------------------------------------------- command line
 
 
+def read_megatron_file(path: Path, **options: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """``parse_megatron_log`` over a log file, and the warning to show (or None): a log
+    without timestamps ends its saves at the file's mtime. Raises OSError (unreadable) or
+    ValueError (the parser's, naming the iterations)."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:
+        return parse_megatron_log(lines, **options), None
+    except ValueError as exc:
+        if "no timestamp" not in str(exc):
+            raise
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+    return (parse_megatron_log(lines, default_time=mtime, **options),
+            f"{path} has no timestamps; saves without one end at the file's mtime "
+            f"{mtime.isoformat()}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ckptwatch.collect.adapters megatron LOG …``: log -> checkpoint JSON Lines."""
     parser = argparse.ArgumentParser(
@@ -381,23 +397,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True,
                    help="JSON Lines file to append to (ship it to RAW/checkpoints/)")
     args = parser.parse_args(argv)
-    lines = args.log.read_text(encoding="utf-8", errors="replace").splitlines()
     options: dict[str, Any] = {"job_id": args.job_id, "tier": args.tier, "node": args.node,
                                "target": args.target, "bytes_per_rank": args.bytes_per_rank}
     try:
-        records = parse_megatron_log(lines, **options)
-    except ValueError as exc:
-        if "no timestamp" not in str(exc):
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        mtime = datetime.fromtimestamp(args.log.stat().st_mtime, tz=UTC)
-        print(f"warning: {args.log} has no timestamps; saves without one end at the file's "
-              f"mtime {mtime.isoformat()}", file=sys.stderr)
-        try:
-            records = parse_megatron_log(lines, default_time=mtime, **options)
-        except ValueError as exc2:
-            print(f"error: {exc2}", file=sys.stderr)
-            return 2
+        records, warning = read_megatron_file(args.log, **options)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     n = write_records(args.out, records)
     print(f"{n} checkpoint record(s) appended to {args.out}")
     return 0
