@@ -12,8 +12,8 @@ does; the other steps run in the flow process either way.
 Settings come from ``config`` or ``$CKPTWATCH_CONFIG`` (built-in defaults without either); the
 alerts always go to a JSON Lines file too: ``[sinks] jsonl``, else ``LAKE/reports/alerts.jsonl``.
 With a ``[prometheus]`` section that sets ``url``, the run first pulls the last
-``nightly_since_s`` seconds (default 26 h) of SMART and fabric history from that server into
-the lake (``ckptwatch pull prometheus``; a range pulled before adds nothing), then ingests.
+``nightly_since_s`` seconds (default 26 h) of SMART, fabric and pool history from that server
+into the lake (``ckptwatch pull prometheus``; a range pulled before adds nothing), then ingests.
 """
 
 from __future__ import annotations

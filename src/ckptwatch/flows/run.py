@@ -94,14 +94,15 @@ class StepClock:
 
 
 def pull_recent(lake_root: Path, settings: Settings, lock_wait_s: float) -> PullReport:
-    """The last ``[prometheus] nightly_since_s`` seconds from ``[prometheus] url`` into the lake
-    (a range pulled twice adds nothing)."""
+    """The last ``[prometheus] nightly_since_s`` seconds from ``[prometheus] url`` into the lake,
+    as ``ckptwatch pull prometheus`` pulls them (SMART, fabric, and the pool series the
+    ``[pool.prometheus]`` mapping names; a range pulled twice adds nothing)."""
     p = settings.prometheus
     assert p.url is not None
     since, until = default_range(datetime.now(UTC), p.nightly_since_s)
     return pull_prometheus(p.url, lake_root, p, since=since, until=until,
                            secrets=settings.secrets(), lock_wait_s=lock_wait_s,
-                           limits=settings.ingest)
+                           limits=settings.ingest, pool=settings.pool.prometheus)
 
 
 def ingest_raw(raw_dir: Path, lake_root: Path, lock_wait_s: float,
