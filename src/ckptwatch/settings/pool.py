@@ -70,11 +70,15 @@ def vocabulary(sql_root: Path) -> dict[str, VocabularyName]:
     an activity level) or mean (a mean latency, a percentage)."""
     import duckdb
 
+    path = sql_root / "staging" / "stg_pool_vocabulary.sql"
     con = duckdb.connect()
     try:
-        con.execute((sql_root / "staging" / "stg_pool_vocabulary.sql").read_text())
+        con.execute(path.read_text())
         rows = con.execute("select metric, kind, unit, max_of, peak_of "
                            "from stg_pool_vocabulary").fetchall()
+    except (OSError, duckdb.Error) as exc:
+        raise ConfigError(f"the pool vocabulary {path} cannot be read, so [pool.prometheus] "
+                          f"rules cannot be checked: {exc}") from None
     finally:
         con.close()
     out = {}
