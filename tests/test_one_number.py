@@ -3,9 +3,9 @@ the same rows reports the same value as the SQL that defines it.
 
 - :func:`ckptwatch.analysis.quantiles.quantiles` is ``quantile_cont`` to the last bit (ties,
   n = 1, n = 2, small n, nulls);
-- :func:`ckptwatch.analysis.quantiles.stall_baseline` is ``stalls.baseline_s``;
 - on one lake, the rank p99 of the stalled checkpoint is the same in ``checkpoint_latency``, the
-  stall's record, the post-mortem and the live evidence; the barrier p99 of the job is the same
+  stall's record and the post-mortem; the live evidence's rows of it give the same ``stalls``
+  row (p99, baseline) as the ingested checkpoint; the barrier p99 of the job is the same
   in ``job_latency``, the headroom and the daily report; the alert levels are the same in the
   headroom, the in-flight assessment and the report;
 - ``ckptwatch stalls`` without threshold flags runs with the configured thresholds.
@@ -14,7 +14,7 @@ the same rows reports the same value as the SQL that defines it.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from ckptwatch.alerts.headroom import VIEWS, headroom, load_window
 from ckptwatch.alerts.inflight import OpenCheckpoint, OpenRank, assess_inflight
 from ckptwatch.alerts.levels import classify, levels
 from ckptwatch.analysis.detection import DetectionSettings
-from ckptwatch.analysis.quantiles import quantiles, stall_baseline
+from ckptwatch.analysis.quantiles import quantiles
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
 from ckptwatch.settings import AlertSettings, JobAlertSettings, Settings
@@ -80,20 +80,25 @@ STALL_STEP = 5
 INTERVAL_S = 600.0
 
 
-@pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("one_number")
-    Lake(root).init()
+def lake_rows(steps: Iterable[int]) -> list[dict[str, Any]]:
+    """The ``checkpoint_writes`` rows of ``steps`` (``DURATIONS``)."""
     rows = []
-    for step, durations in DURATIONS.items():
+    for step in steps:
         start = INTERVAL_S * step
-        for rank, d in enumerate(durations):
+        for rank, d in enumerate(DURATIONS[step]):
             rows.append({"job_id": JOB, "step": step, "rank": rank, "node": f"n{rank}",
                          "tier": "pool", "target": f"t{rank % 2}", "start_ts": at(start),
                          "end_ts": at(start + d), "duration_s": d, "bytes": 10**9,
                          "status": "ok", "open_s": 0.1, "write_s": d - 0.3, "fsync_s": 0.1,
                          "close_s": 0.1})
-    seed(root, "checkpoint_writes", rows)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("one_number")
+    Lake(root).init()
+    seed(root, "checkpoint_writes", lake_rows(steps=DURATIONS))
     seed(root, "jobs", [{"job_id": JOB, "n_ranks": 5, "checkpoint_timeout_s": TIMEOUT_S}])
     return root
 
@@ -108,7 +113,6 @@ def one(root: Path, sql: str) -> dict[str, Any]:
 
 
 def test_every_p99_of_the_stalled_checkpoints_ranks_agrees(lake: Path) -> None:
-    from ckptwatch.live.evidence import EvidenceRequest, RankState, _stall_frame
     from ckptwatch.report.postmortem import duration_summary, headline, open_stall, rank_durations
 
     ranks = DURATIONS[STALL_STEP]
@@ -127,13 +131,35 @@ def test_every_p99_of_the_stalled_checkpoints_ranks_agrees(lake: Path) -> None:
     finally:
         case.con.close()
 
-    # the live evidence of the same checkpoint, every rank finished as the watcher saw it
+
+
+def test_the_live_evidence_judges_the_open_checkpoint_as_the_views(
+        lake: Path, tmp_path: Path) -> None:
+    """The watcher's rows of the checkpoint, added to a lake without it, give the same stalls
+    row (p50, p99, barrier, baseline) as the lake with the checkpoint ingested."""
+    from ckptwatch.live.evidence import EvidenceRequest, RankState, checkpoint_rows, open_stall_row
+
+    sql = f"select * from stalls where step = {STALL_STEP}"
+    ingested = one(lake, sql)
+    assert ingested["p99_s"] == pytest.approx(97.6, rel=1e-12) and ingested["is_stall"]
+    before = tmp_path / "before"
+    Lake(before).init()
+    seed(before, "checkpoint_writes", lake_rows(steps=range(STALL_STEP)))
+    seed(before, "jobs", [{"job_id": JOB, "n_ranks": 5, "checkpoint_timeout_s": TIMEOUT_S}])
+    ranks = DURATIONS[STALL_STEP]
     start = at(INTERVAL_S * STALL_STEP).timestamp()
-    req = EvidenceRequest(JOB, "pool", STALL_STEP, start, start + max(ranks),
-                          tuple(RankState(r, f"n{r}", f"t{r % 2}", start, d)
-                                for r, d in enumerate(ranks)), 10.5)
-    live = _stall_frame(req).row(0, named=True)
-    assert (live["p50_s"], live["p99_s"]) == (view["p50_s"], view["p99_s"])
+    req = EvidenceRequest(JOB, "pool", STALL_STEP, start, start + max(ranks) + 30.0,
+                          tuple(RankState(r, f"n{r}", f"t{r % 2}", start, d, start + d)
+                                for r, d in enumerate(ranks)))
+    con = connect(before, views=("stalls",), extra_rows=checkpoint_rows(req))
+    try:
+        live = open_stall_row(con, req)
+    finally:
+        con.close()
+    assert live is not None
+    keys = ("p50_s", "p99_s", "barrier_s", "baseline_s", "n_ranks", "is_stall",
+            "barrier_is_lower_bound")
+    assert {k: live[k] for k in keys} == {k: ingested[k] for k in keys}
 
 
 def test_every_p99_of_the_jobs_barriers_agrees(lake: Path) -> None:
@@ -206,33 +232,6 @@ def test_one_definition_of_the_alert_levels(lake: Path) -> None:
         con.close()
     [facts] = report["jobs"]
     assert (facts["warning_s"], facts["critical_s"]) == (100.0, 160.0)
-
-
-# -- the stall baseline -------------------------------------------------------------------------
-
-def test_the_stall_baseline_is_the_stalls_views(tmp_path: Path) -> None:
-    # Barriers with every case of stalls.sql: fewer than 3 before (the job's overall median),
-    # 3 to 10 before, more than 10 (the 10 before), ties.
-    barriers = [10.0, 30.0, 12.0, 11.0, 50.0, 11.0, 12.0, 13.0, 9.0, 10.0, 11.0, 40.0, 12.0,
-                12.0, 8.0]
-    Lake(tmp_path).init()
-    seed(tmp_path, "checkpoint_writes", [
-        {"job_id": JOB, "step": step, "rank": 0, "node": "n0", "tier": "pool", "target": "t0",
-         "start_ts": at(60.0 * step), "end_ts": at(60.0 * step + b), "duration_s": b,
-         "bytes": 1, "status": "ok"} for step, b in enumerate(barriers)])
-    con = connect(tmp_path, views=("stalls",))
-    try:
-        view = run_sql(con, "select baseline_s from stalls order by step")["baseline_s"]
-    finally:
-        con.close()
-    mirror = [stall_baseline(barriers[:i], barriers) for i in range(len(barriers))]
-    assert mirror == view.to_list()
-
-
-def test_stall_baseline_without_history() -> None:
-    assert stall_baseline([]) is None
-    assert stall_baseline([4.0, 8.0]) == 6.0  # fewer than 3 before: the median of all known
-    assert stall_baseline([1.0] * 20 + [5.0, 5.0, 5.0]) == 1.0  # the 10 before, not all
 
 
 # -- thresholds: the configured value unless a flag is given --------------------------------------

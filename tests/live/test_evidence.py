@@ -29,13 +29,16 @@ from ckptwatch.live.evidence import (
 def request(open_ranks: tuple[int, ...], *, age_s: float = 40.0) -> EvidenceRequest:
     start = sc._ckpt_start(sc.STALL_STEP).timestamp()
     ranks = tuple(RankState(r, "n1" if r < 4 else "n2", "t1" if r % 2 == 0 else "t2", start,
-                            None if r in open_ranks else 9.5) for r in range(8))
-    return EvidenceRequest("j", "pool", sc.STALL_STEP, start, start + age_s, ranks, 9.6)
+                            None if r in open_ranks else 9.5,
+                            None if r in open_ranks else start + 9.5) for r in range(8))
+    return EvidenceRequest("j", "pool", sc.STALL_STEP, start, start + age_s, ranks)
 
 
+# The lake holds the data of the later checkpoints too: the views see the open checkpoint
+# timed out (the job's timeout is 120 s), its window its first 120 s.
 @pytest.mark.parametrize(("stall", "open_ranks", "cause", "number"), [
     ("gc", (0, 2), "gc", "gc_active on the slow ranks' targets (t1)"),
-    ("fabric_pause", (0, 1), "fabric_pause", "20.0 k/s vs 2.00 /s baseline"),
+    ("fabric_pause", (0, 1), "fabric_pause", "k/s vs 2.00 /s baseline"),
 ])
 def test_the_open_ranks_telemetry_names_the_cause_with_its_numbers(
         tmp_path: Path, stall: str, open_ranks: tuple[int, ...], cause: str,
@@ -107,19 +110,46 @@ def test_without_any_telemetry_no_attribution_is_started(tmp_path: Path) -> None
     assert telemetry_exists(cases, raw, sc.T0.timestamp() - 86400)  # the lake's own days
 
 
-def test_the_open_checkpoint_is_a_row_of_the_stalls_mart_as_its_contract_says() -> None:
-    """The evidence hands attribution the open checkpoint in place of the stalls mart: every
-    column of the mart's contract, of its type (a column the mart gains is missed here)."""
-    import yaml
-    from tests.conftest import PROJECT_ROOT
+def young_checkpoint(tmp_path: Path, age_s: float) -> tuple[Path, EvidenceRequest]:
+    """A lake of five checkpoints of job y (barriers 10-14 s, timeout 600 s) and step 5 open
+    for ``age_s``: ranks 0 and 1 finished in 9 s, ranks 2 and 3 still writing (the data ends
+    now)."""
+    from tests.sql_seed import at, seed
 
-    from ckptwatch.live.evidence import _stall_frame
+    Lake(tmp_path).init()
+    seed(tmp_path, "checkpoint_writes", [
+        {"job_id": "y", "step": step, "rank": rank, "node": f"n{rank}", "tier": "pool",
+         "target": "t0", "start_ts": at(600.0 * step), "end_ts": at(600.0 * step + d),
+         "duration_s": d, "bytes": 1, "status": "ok"}
+        for step in range(5) for rank, d in enumerate((8.0, 9.0, 9.5, 10.0 + step))])
+    seed(tmp_path, "jobs", [{"job_id": "y", "n_ranks": 4, "checkpoint_timeout_s": 600.0}])
+    start = at(3000.0).timestamp()
+    ranks = tuple(RankState(r, f"n{r}", "t0", start, 9.0 if r < 2 else None,
+                            start + 9.0 if r < 2 else None) for r in range(4))
+    return tmp_path, EvidenceRequest("y", "pool", 5, start, start + age_s, ranks)
 
-    contract = yaml.safe_load(
-        (PROJECT_ROOT / "sql" / "marts" / "stalls.contract.yml").read_text())["columns"]
-    frame = _stall_frame(request((0, 2)))
-    assert frame.columns == list(contract)
-    sql_types = {pl.String: "VARCHAR", pl.Int64: "BIGINT", pl.Float64: "DOUBLE",
-                 pl.Boolean: "BOOLEAN", pl.Datetime("us", "UTC"): "TIMESTAMP WITH TIME ZONE"}
-    assert {c: sql_types[t] for c, t in frame.schema.items()} == {
-        c: spec["type"] for c, spec in contract.items()}
+
+def test_the_open_checkpoint_is_judged_by_the_stalls_view(tmp_path: Path) -> None:
+    from ckptwatch.lake.query import connect
+    from ckptwatch.live.evidence import checkpoint_rows, open_stall_row
+
+    lake, req = young_checkpoint(tmp_path, 40.0)
+    con = connect(lake, views=("stalls",), extra_rows=checkpoint_rows(req))
+    try:
+        row = open_stall_row(con, req)
+    finally:
+        con.close()
+    assert row is not None
+    # baseline: the median of the 5 barriers before (10..14 s); the barrier: open 40 s so far
+    assert (row["baseline_s"], row["barrier_s"], row["barrier_is_lower_bound"]) == (
+        12.0, 40.0, True)
+    assert (row["n_ranks"], row["n_started"], row["n_unfinished"]) == (2, 4, 2)
+    assert (row["p50_s"], row["p99_s"], row["timed_out"], row["is_stall"]) == (
+        9.0, 9.0, False, True)
+
+
+def test_an_open_checkpoint_that_is_no_stall_yet_says_how_far_it_is(tmp_path: Path) -> None:
+    lake, req = young_checkpoint(tmp_path, 18.0)  # x1.5 the baseline: no stall (x2)
+    assert live_evidence(str(lake), None, req) == (
+        "not a stall yet: open 18.0 s, x1.5 the job's baseline 12.0 s (stall_factor and "
+        "stall_min_excess_s of sql/session.sql)")

@@ -4,10 +4,15 @@ The watcher knows an open checkpoint's ranks (who started, who finished, where t
 write). :func:`live_evidence` runs the same attribution as ``ckptwatch stalls`` on it, in a
 short-lived child process (DuckDB's memory is never the watcher's own):
 
-1. a connection over the lake builds the signal views (:func:`ckptwatch.lake.query.connect`);
-2. ``stalls`` is replaced by the open checkpoint as one stall, its window from its first start
-   to now, its barrier a lower bound (the age); ``stall_ranks`` by its ranks, the open ones
-   slow and unfinished (they are the slowest), the finished ones not;
+1. a connection over the lake builds the attribution's views
+   (:func:`ckptwatch.lake.query.connect`), with rows added to the lake's tables before any
+   view reads them (``extra_rows``, :mod:`ckptwatch.lake.seam`);
+2. the open checkpoint's rows (:func:`checkpoint_rows`): a start marker per started rank and a
+   record per finished one, ingested now. ``checkpoint_latency``, ``stalls`` and
+   ``stall_ranks`` judge it as they judge any checkpoint: its rank p50/p99, its barrier a
+   lower bound while ranks are open (its window runs to the data end, now; or to the job's
+   timeout once past it), its baseline (the median of the job's previous 10 checkpoints in
+   the lake), whether it is a stall, and its slow ranks (the open ones always);
 3. the telemetry tables (``nvme_smart``, ``fabric_counters``, ``pool_metrics``) see the lake's
    rows plus those of the raw telemetry files not yet ingested: the files under ``RAW_DIR``'s
    ``smart/``, ``fabric/`` and ``pool/`` changed since the baseline's start, for the open
@@ -18,7 +23,8 @@ short-lived child process (DuckDB's memory is never the watcher's own):
    the trained model, when there is one), exactly as for a finished stall.
 
 The result is one line for the alert's ``evidence`` annotation: the top cause, its score and
-its numbers, or that no cause stands out yet in the telemetry received.
+its numbers; that no cause stands out yet in the telemetry received; or, while ``stalls`` does
+not judge the open checkpoint a stall, how far it is from the job's baseline.
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ckptwatch.analysis.quantiles import quantiles
+if TYPE_CHECKING:
+    import duckdb
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,8 @@ class RankState:
     start_s: float | None
     #: None while the rank is open.
     duration_s: float | None
+    #: When it finished (epoch s; None: open, or unknown).
+    end_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -70,9 +80,6 @@ class EvidenceRequest:
     start_s: float
     now_s: float
     ranks: tuple[RankState, ...]
-    #: The job's stall baseline as ``stalls.sql`` defines it (the median barrier time of its
-    #: previous 10 checkpoints: :func:`ckptwatch.analysis.quantiles.stall_baseline`), when known.
-    baseline_s: float | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -86,52 +93,68 @@ def target_host(target: str | None) -> str | None:
     return None if target is None else target.split(":", 1)[0]
 
 
-def _stall_frame(req: EvidenceRequest) -> pl.DataFrame:
-    """The open checkpoint as one row of ``stalls``."""
-    age = max(req.now_s - req.start_s, 0.0)
-    done = [r.duration_s for r in req.ranks if r.duration_s is not None]
-    n_open = sum(r.duration_s is None for r in req.ranks)
-    base = req.baseline_s if req.baseline_s and req.baseline_s > 0 else None
-    p50, p99 = quantiles(done, (0.5, 0.99))  # checkpoint_latency's p50_s, p99_s
-    return pl.DataFrame([{
-        "job_id": req.job_id, "step": req.step, "tier": req.tier,
-        "start_ts": datetime.fromtimestamp(req.start_s, UTC),
-        "end_ts": datetime.fromtimestamp(max(req.now_s, req.start_s), UTC),
-        "n_ranks": len(done), "n_started": sum(r.start_s is not None for r in req.ranks),
-        "n_unfinished": n_open, "p50_s": p50, "p99_s": p99,
-        "barrier_s": max([age, *done]), "barrier_is_lower_bound": n_open > 0,
-        # open, judged while it runs: the batch views decide whether it timed out
-        "timed_out": False, "timeout_reason": None, "n_timed_out": 0, "baseline_s": base,
-        "ratio_to_baseline": max([age, *done]) / base if base else None,
-        "excess_s": max([age, *done]) - base if base else None,
-        "n_stragglers": n_open, "is_stall": True}],
-        schema_overrides={"start_ts": pl.Datetime("us", "UTC"),
-                          "end_ts": pl.Datetime("us", "UTC"), "p50_s": pl.Float64,
-                          "p99_s": pl.Float64, "baseline_s": pl.Float64,
-                          "timeout_reason": pl.String, "n_timed_out": pl.Int64,
-                          "ratio_to_baseline": pl.Float64, "excess_s": pl.Float64})
+#: ``source_file`` of the rows the watcher adds for its open checkpoint.
+LIVE_SOURCE = "live:watch"
 
 
-def _ranks_frame(req: EvidenceRequest) -> pl.DataFrame:
-    """The open checkpoint's ranks as rows of ``stall_ranks`` (leaf switches joined in SQL)."""
-    age = max(req.now_s - req.start_s, 0.0)
-    rows = []
+def checkpoint_rows(req: EvidenceRequest) -> dict[str, pl.DataFrame]:
+    """The open checkpoint as lake rows, ingested at ``req.now_s``: a start marker per started
+    rank (``checkpoint_starts``) and a record per finished one (``checkpoint_writes``; its
+    start from its marker, else its end minus its duration). ``connect(extra_rows=...)`` adds
+    them to the lake's tables, so that ``checkpoint_latency``, ``stalls`` and ``stall_ranks``
+    judge the open checkpoint exactly as they judge a finished one: its rank quantiles, its
+    barrier (a lower bound while ranks are open: the data end is the markers' ingest time,
+    now), its baseline and its slow ranks. The staging views keep the newest copy of a rank
+    already in the lake."""
+    now = datetime.fromtimestamp(req.now_s, UTC)
+    starts, writes = [], []
     for r in req.ranks:
-        open_ = r.duration_s is None
-        rows.append({
-            "job_id": req.job_id, "step": req.step, "rank": r.rank, "tier": req.tier,
-            "node": r.node, "target": r.target, "target_host": target_host(r.target),
-            "status": "unfinished" if open_ else "ok", "is_unfinished": open_,
-            "duration_s": (req.now_s - r.start_s if r.start_s is not None else age)
-            if open_ else r.duration_s,
-            "metadata_excess_s": None, "data_excess_s": None, "is_slow": open_,
-            "leaf_switch": None})
-    return pl.DataFrame(rows, schema={
-        "job_id": pl.String, "step": pl.Int64, "rank": pl.Int64, "tier": pl.String,
-        "node": pl.String, "target": pl.String, "target_host": pl.String,
-        "status": pl.String, "is_unfinished": pl.Boolean, "duration_s": pl.Float64,
-        "metadata_excess_s": pl.Float64, "data_excess_s": pl.Float64, "is_slow": pl.Boolean,
-        "leaf_switch": pl.String})
+        start_s = r.start_s
+        if start_s is None and r.duration_s is not None and r.end_s is not None:
+            start_s = r.end_s - r.duration_s
+        if start_s is None:
+            continue  # neither a marker nor a placeable record: nothing to add
+        base = {"job_id": req.job_id, "step": req.step, "rank": r.rank, "node": r.node,
+                "tier": req.tier, "target": r.target,
+                "start_ts": datetime.fromtimestamp(start_s, UTC),
+                "source_file": LIVE_SOURCE, "ingested_ts": now}
+        if r.start_s is not None:
+            starts.append(base)
+        if r.duration_s is not None:
+            end_s = r.end_s if r.end_s is not None else start_s + r.duration_s
+            writes.append({**base, "end_ts": datetime.fromtimestamp(end_s, UTC),
+                           "duration_s": r.duration_s, "bytes": None, "status": "ok"})
+    common: dict[str, pl.DataType | type[pl.DataType]] = {
+        "job_id": pl.String, "step": pl.Int64, "rank": pl.Int32, "node": pl.String,
+        "tier": pl.String, "target": pl.String, "start_ts": pl.Datetime("us", "UTC"),
+        "source_file": pl.String, "ingested_ts": pl.Datetime("us", "UTC")}
+    return {
+        "checkpoint_starts": pl.DataFrame(starts, schema=common),
+        "checkpoint_writes": pl.DataFrame(writes, schema={
+            **common, "end_ts": pl.Datetime("us", "UTC"), "duration_s": pl.Float64,
+            "bytes": pl.Int64, "status": pl.String}),
+    }
+
+
+def open_stall_row(con: duckdb.DuckDBPyConnection, req: EvidenceRequest
+                   ) -> dict[str, Any] | None:
+    """The open checkpoint's row of ``stalls`` on a connection that holds its
+    :func:`checkpoint_rows` (None: no rank of it could be placed)."""
+    from ckptwatch.lake.query import run_sql
+
+    rows = run_sql(con, "select * from stalls where job_id = $job and step = $step",
+                   {"job": req.job_id, "step": req.step}).to_dicts()
+    return rows[0] if rows else None
+
+
+def not_a_stall_yet(stall: dict[str, Any]) -> str:
+    """The evidence line of an open checkpoint the ``stalls`` view does not judge a stall
+    (yet): how far it is from the job's baseline."""
+    ratio = stall["ratio_to_baseline"]
+    return (f"not a stall yet: open {stall['barrier_s']:.1f} s, "
+            + (f"x{ratio:.1f} the job's baseline {stall['baseline_s']:.1f} s"
+               if ratio is not None else f"the job's baseline {stall['baseline_s']:.1f} s")
+            + " (stall_factor and stall_min_excess_s of sql/session.sql)")
 
 
 def hosts_to_read(req: EvidenceRequest) -> set[str]:
@@ -240,9 +263,9 @@ def live_evidence(lake_root: str, raw_dir: str | None, req: EvidenceRequest, *,
                   max_bytes: int = 256 << 20) -> str | None:
     """The live evidence line for ``req`` (see the module docstring); None when there is no
     telemetry at all for the checkpoint's hosts. Runs in a child process of the watcher."""
-    from ckptwatch.analysis.attribution import UNKNOWN, load_default_model
+    from ckptwatch.analysis.attribution import NO_TELEMETRY, UNKNOWN, load_default_model
     from ckptwatch.analysis.findings import ATTRIBUTION_VIEWS, attribute_stalls
-    from ckptwatch.lake.query import connect, run_sql
+    from ckptwatch.lake.query import connect
 
     now = datetime.fromtimestamp(req.now_s, UTC)
     first = datetime.fromtimestamp(req.start_s, UTC) - timedelta(days=BASELINE_DAYS)
@@ -251,29 +274,23 @@ def live_evidence(lake_root: str, raw_dir: str | None, req: EvidenceRequest, *,
     if raw_dir is not None:
         files, notes = raw_telemetry_files(Path(raw_dir), req, first.timestamp(), max_bytes)
         raw_rows = _raw_rows(Path(raw_dir), files, now)
-    # The open checkpoint is the one stall, its ranks the stall's ranks: given as frames, so
-    # that neither the lake's stalls nor what they read are built (~5 s at 4096 ranks). The
-    # raw telemetry not yet ingested joins the lake's tables before any view reads them.
-    con = connect(lake_root, days=(first.date(), now.date()),
-                  views=(*ATTRIBUTION_VIEWS, "int_node_leaves"),
-                  provided={"stalls": _stall_frame(req), "stall_ranks": _ranks_frame(req)},
-                  extra_rows=raw_rows)
+    # The open checkpoint's ranks and the raw telemetry not yet ingested join the lake's
+    # tables before any view reads them: the marts judge it as any other checkpoint.
+    con = connect(lake_root, days=(first.date(), now.date()), views=ATTRIBUTION_VIEWS,
+                  extra_rows={**raw_rows, **checkpoint_rows(req)})
     try:
-        con.execute("""
-            create or replace view stall_ranks as
-            select ranks.* exclude (leaf_switch), int_node_leaves.leaf_switch
-            from provided_stall_ranks as ranks
-            left join int_node_leaves on ranks.node = int_node_leaves.node
-        """)
-        n_signals = run_sql(con, "select count(*) as n from stall_signals")["n"][0]
-        if not n_signals:
+        stall = open_stall_row(con, req)
+        if stall is None:
             return None
-        findings = attribute_stalls(con, model=load_default_model())
+        if not stall["is_stall"]:
+            return not_a_stall_yet(stall)
+        findings = attribute_stalls(con, job=req.job_id, model=load_default_model())
     finally:
         con.close()
-    if not findings.stalls:
+    mine = [r for r in findings.stalls if r.step == req.step]
+    if not mine or mine[0].cause == NO_TELEMETRY:
         return None
-    top = findings.stalls[0].top
+    top = mine[0].top
     for note in notes:
         log.info("%s", note)
     if top.cause == UNKNOWN:

@@ -51,7 +51,6 @@ from ckptwatch.alerts.evaluate import AlertRun, send_alerts
 from ckptwatch.alerts.headroom import CHECKPOINT_COLUMNS, VIEWS, load_window
 from ckptwatch.alerts.inflight import InFlight, assess_inflight
 from ckptwatch.alerts.sinks import Sink, build_sinks
-from ckptwatch.analysis.quantiles import stall_baseline
 from ckptwatch.errors import CkptwatchError, LakeError
 from ckptwatch.lake.schema import CHECKPOINT_STARTS, CHECKPOINT_WRITES
 from ckptwatch.lake.store import Lake, atomic_write_bytes
@@ -513,20 +512,10 @@ class Watcher:
             node, target, start = ck.started.get(rank, (None, None, None))
             done = ck.finished.get(rank)
             ranks.append(RankState(rank, node, target, start,
-                                   None if done is None else done[0]))
-        return EvidenceRequest(job_id, tier, step, ck.first_start_s, now_s, tuple(ranks),
-                               self._baseline(job_id, step))
-
-    def _baseline(self, job_id: str, step: int) -> float | None:
-        """The open checkpoint's stall baseline as ``stalls.sql`` defines it
-        (:func:`ckptwatch.analysis.quantiles.stall_baseline`), from the job's checkpoints the
-        watcher knows (the lake's window and those completed live; every tier, as the view
-        partitions by job): the median of the 10 before it, or of all of them while fewer than
-        3 precede. Ordered by end time and step (the window has no start times)."""
-        rows = (self._checkpoints().filter((pl.col("job_id") == job_id)
-                                           & (pl.col("step") != step))
-                .drop_nulls("barrier_s").sort("end_ts", "step"))
-        return stall_baseline(rows["barrier_s"].to_list())
+                                   None if done is None else done[0],
+                                   None if done is None else done[1]))
+        # its baseline is stalls.sql's, computed in the evidence's own connection
+        return EvidenceRequest(job_id, tier, step, ck.first_start_s, now_s, tuple(ranks))
 
     def _checkpoints(self) -> pl.DataFrame:
         """The lake's window plus the checkpoints completed live (live wins for a step)."""
