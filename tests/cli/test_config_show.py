@@ -130,3 +130,17 @@ def test_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytes
     assert main(["config", "show", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "[alerts] warning must be" in err and "Traceback" not in err
+
+
+def test_a_list_setting_shows_as_json_in_the_table(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _clean_env(monkeypatch)
+    config = tmp_path / "pool.toml"
+    config.write_text('[pool.prometheus]\npreset = "daos"\n')
+    assert main(["config", "show", "--config", str(config)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("pool.prometheus.presets "))
+    assert row.split() == ["pool.prometheus.presets", '["daos"]', "file"]
+    assert _show(capsys, "--config", str(config))["pool.prometheus.presets"] == {
+        "value": ["daos"], "source": "file"}

@@ -55,6 +55,8 @@ def render_settings(rows: list[tuple[str, object, str]]) -> str:
             return "-"
         if isinstance(value, bool):
             return "true" if value else "false"
+        if isinstance(value, list | dict):
+            return escape_controls(json.dumps(value))
         return escape_controls(value)
 
     table = [("setting", "value", "source"), *((text(n), text(v), text(s)) for n, v, s in rows)]
