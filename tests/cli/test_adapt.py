@@ -136,3 +136,22 @@ def test_slurm_input_that_is_not_json(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["adapt", "slurm", str(bad), "--timeout-s", "60",
                  "--out", str(tmp_path / "j.jsonl")]) == 2
     assert f"{bad}: not JSON" in capsys.readouterr().err
+
+
+def test_adapt_runs_in_a_training_image_without_the_analysis_stack(tmp_path: Path) -> None:
+    """The adapters are stdlib only: `ckptwatch adapt` works where polars, pyarrow, duckdb,
+    numpy and prefect are not installed (``pip install --no-deps``)."""
+    code = (
+        "import sys\n"
+        "for m in ('polars', 'pyarrow', 'duckdb', 'numpy', 'prefect', 'sklearn'):\n"
+        "    sys.modules[m] = None\n"
+        "from ckptwatch.cli.main import main\n"
+        f"a = main(['adapt', 'torchtitan', {str(EXCERPTS / 'torchtitan_pr1287_dcp_zoc.log')!r},"
+        f" '--job-id', '1', '--tier', 'pool', '--out', {str(tmp_path / 't.jsonl')!r}])\n"
+        f"b = main(['adapt', 'slurm', {str(SACCT)!r}, '--timeout-s', '60',"
+        f" '--out', {str(tmp_path / 'j.jsonl')!r}])\n"
+        "sys.exit(a or b)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert len(_lines(tmp_path / "t.jsonl")) == 1 and len(_lines(tmp_path / "j.jsonl")) == 2

@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Megatron-LM and torchtitan training logs and captured PyTorch DCP events into "
         "checkpoint records (RAW/checkpoints/), sacct/squeue --json into job metadata "
         "(RAW/jobs/). See docs/onboarding.md.")
-    kinds = p.add_subparsers(dest="adapt_source", metavar="SOURCE", required=True)
+    kinds = p.add_subparsers(dest="adapt_source", metavar="SOURCE", required=True,
+                             help="megatron, torchtitan, dcp (checkpoint records) or slurm "
+                             "(job metadata)")
 
     def records_options(q: argparse.ArgumentParser, node_help: str) -> None:
         q.add_argument("--job-id", required=True,
