@@ -152,3 +152,20 @@ def test_unreadable_file_and_missing_dir(tmp_path: Path,
     assert err.count("\n") == 1 and "does not exist" in err
     assert main(["check", str(raw), "--ignore", "gpus"]) == 2
     assert "unknown family gpus" in capsys.readouterr().err
+
+
+def test_adapter_output_without_a_node_says_to_pass_it(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    raw = _sample_copy(tmp_path)
+    log = (SAMPLE.parents[1] / "tests" / "fixtures" / "real" / "checkpoint_timing"
+           / "log_excerpts" / "torchtitan_pr1287_dcp_zoc.log")
+    assert main(["adapt", "torchtitan", str(log), "--job-id", "job-45972", "--tier", "pool",
+                 "--out", str(raw / "checkpoints" / "titan.jsonl")]) == 0
+    capsys.readouterr()
+    code, report = _check(capsys, raw)
+    assert code == 1
+    messages = [p["message"] for p in report["problems"]]
+    assert "rank host 'unknown' has no SMART on any day (the log adapters' node when none is " \
+           "given: pass --node)" in messages
+    assert any(h["host"] == "unknown" and h["day"] == "2025-06-25" and h["checkpoints"] == 1
+               for h in report["hosts"])

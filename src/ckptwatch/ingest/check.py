@@ -208,6 +208,8 @@ def _count(report: CheckReport, host: str, day: str, family: str, n: int) -> Non
 def _hint(name: str, names: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the nearest of ``names`` (case, domain suffix, spelling),
     or ``""``."""
+    if name == "unknown":
+        return " (the log adapters' node when none is given: pass --node)"
     pool = sorted(set(names))
     folded = {n.lower().split(".")[0]: n for n in pool}
     key = name.lower().split(".")[0]
