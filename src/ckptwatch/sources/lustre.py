@@ -57,7 +57,9 @@ SERVER_POOL = "lustre"
 #: A ``snapshot_time`` below this (2001-09-09) is seconds since boot, not a date.
 MIN_EPOCH_S = 1e9
 
-_HEADER = re.compile(r"^(?P<name>[A-Za-z][\w.\-@:*\[\]]*)=(?P<value>.*)$")
+#: A parameter's name line, ``name=`` and maybe the first line of its value (found over the
+#: whole text at once: a dump is mostly parameters not read, whose lines are never split).
+_HEADER = re.compile(r"^(?P<name>[A-Za-z][\w.\-@:*\[\]]*)=(?P<value>[^\n]*)$", re.MULTILINE)
 _OST_STATS = re.compile(r"obdfilter\.(?P<t>[^.]+)\.stats")
 _MD_STATS = re.compile(r"mdt\.(?P<t>[^.]+)\.md_stats")
 _SERVICE = re.compile(r"ost\.OSS\.ost_io\.stats|mds\.MDS\.mdt\.stats")
@@ -82,10 +84,9 @@ IN_FLIGHT = "disk I/Os in flight"
 _JOB_ID = re.compile(r"-\s+job_id:\s*(?P<id>.*)")
 _JOB_STAT = re.compile(r"(?P<op>\w+):\s*\{(?P<body>.*)\}")
 _JOB_FIELD = re.compile(r"(?P<k>\w+):\s*(?P<v>[^,]*)")
-
-
-def _is_header(line: str) -> re.Match[str] | None:
-    return _HEADER.match(line) if line[:1].isalpha() else None
+_JOB_HIST = re.compile(r"hist:\s*\{[^}]*\}")
+_JOB_USUAL = re.compile(r"\s*samples:\s*(?P<n>\d+),\s*unit:\s*(?P<unit>\w+)"
+                        r"(?:,\s*min:\s*-?\d+,\s*max:\s*(?P<max>-?\d+),\s*sum:\s*(?P<sum>-?\d+))?")
 
 
 def _reads(name: str) -> bool:
@@ -102,10 +103,8 @@ def detect(output: Any) -> bool:
     bare ``brw_stats`` block."""
     if not isinstance(output, str):
         return False
-    for line in output.splitlines():
-        m = _is_header(line)
-        if m and _reads(m.group("name")):
-            return True
+    if any(_reads(m.group("name")) for m in _HEADER.finditer(output)):
+        return True
     return _bare_brw(output)
 
 
@@ -119,18 +118,19 @@ class _Block:
 
 
 def _blocks(text: str) -> Iterator[_Block]:
-    block: _Block | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        m = _is_header(line)
-        if m:
-            if block is not None:
-                yield block
-            block = _Block(m.group("name"), number)
-            if m.group("value").strip():
-                block.lines.append((number, m.group("value")))
-        elif block is not None:
-            block.lines.append((number, line))
-    if block is not None:
+    """The parameters read here (``_reads``), each with its lines; the others are skipped."""
+    heads = list(_HEADER.finditer(text))
+    line, pos = 1, 0
+    for k, m in enumerate(heads):
+        if not _reads(m.group("name")):
+            continue
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        block = _Block(m.group("name"), line)
+        if m.group("value").strip():
+            block.lines.append((line, m.group("value")))
+        end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
+        block.lines += enumerate(text[m.end():end].split("\n")[1:], start=line + 1)
         yield block
 
 
@@ -333,7 +333,12 @@ def _job_id(raw: str) -> str:
 
 
 def _job_stat(block: _Block, number: int, line: str, op: str, body: str) -> _Stat:
-    body = re.sub(r"hist:\s*\{[^}]*\}", "", body)
+    quick = _JOB_USUAL.match(body)
+    if quick:  # the usual order of the fields: one match instead of a field at a time
+        return _Stat(op, int(quick.group("n")), quick.group("unit"),
+                     int(quick.group("max")) if quick.group("max") else None,
+                     int(quick.group("sum")) if quick.group("sum") else None)
+    body = _JOB_HIST.sub("", body)
     fields = {m.group("k"): m.group("v").strip() for m in _JOB_FIELD.finditer(body)}
     try:
         samples = int(fields["samples"])
@@ -385,7 +390,10 @@ def _read_jobs(block: _Block, kind: str, target: str, out: _Rows) -> None:
         s = _JOB_STAT.fullmatch(text)
         if not s:
             raise RecordError(f"{_where(block, number, line)} is not a job_stats line")
-        stats[s.group("op")] = _job_stat(block, number, line, s.group("op"), s.group("body"))
+        op = s.group("op")
+        if kind == "obdfilter" and op not in ("write", "write_bytes"):
+            continue  # an OST's other operations (punch, statfs, …) are not read
+        stats[op] = _job_stat(block, number, line, op, s.group("body"))
     flush()
 
 
