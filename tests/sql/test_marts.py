@@ -25,7 +25,6 @@ from ckptwatch.lake.query import SESSION_FILE, connect, run_sql, view_files
 from ckptwatch.lake.store import Lake
 from ckptwatch.settings import sql_dir
 
-SAMPLE = PROJECT_ROOT / "data" / "sample"
 MARTS = sorted(p.name.removesuffix(".contract.yml")
                for p in (sql_dir() / "marts").glob("*.contract.yml"))
 
@@ -560,18 +559,6 @@ def test_contract_holds_with_other_thresholds(synthetic_lake: Path, mart: str) -
         assert check_contract(con, mart) > 0
     finally:
         con.close()
-
-
-@pytest.fixture(scope="module")
-def sample_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """data/sample ingested into a fresh lake (skips while data/sample holds no files)."""
-    if not SAMPLE.is_dir() or not any(p.is_file() for p in SAMPLE.rglob("*")):
-        pytest.skip("data/sample has no files yet")
-    from ckptwatch.ingest.run import ingest
-
-    root = tmp_path_factory.mktemp("sample_lake")
-    ingest(SAMPLE, root)
-    return root
 
 
 @pytest.mark.parametrize("mart", MARTS)
