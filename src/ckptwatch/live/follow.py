@@ -27,6 +27,7 @@ from typing import Any
 from ckptwatch.errors import RecordError
 from ckptwatch.lake.schema import CHECKPOINT_WRITES
 from ckptwatch.safetext import escape_controls
+from ckptwatch.settings import INGEST, IngestSettings
 from ckptwatch.sources.base import Parsed
 from ckptwatch.sources.tabular import canonicalise, load_csv, load_jsonl, load_parquet
 
@@ -266,20 +267,21 @@ class Follower:
         result.chunks.append(Chunk(rel, suffix, body, first_line))
 
 
-def parse_chunk(chunk: Chunk) -> Parsed:
-    """The chunk's records, read by the ingest's loaders for checkpoint files; a chunk that
-    cannot be read at all is one reject."""
+def parse_chunk(chunk: Chunk, limits: IngestSettings = INGEST) -> Parsed:
+    """The chunk's records, read by the ingest's loaders for checkpoint files under the
+    ingest's ``limits``; a chunk that cannot be read at all is one reject."""
     table = CHECKPOINT_WRITES.name
+    cap = limits.max_quarantine_rows
     try:
         if chunk.suffix == ".parquet":
             frame = load_parquet(chunk.data, table)
         elif chunk.suffix == ".csv":
-            frame = load_csv(chunk.data, table)
+            frame = load_csv(chunk.data, table, cap=cap)
         else:
-            frame = load_jsonl(chunk.data, table)
-        return canonicalise(frame, table, file_label=chunk.rel)
+            frame = load_jsonl(chunk.data, table, cap=cap)
+        return canonicalise(frame, table, file_label=chunk.rel, limits=limits)
     except RecordError as exc:
         from ckptwatch.sources.base import Reject
-        out = Parsed()
+        out = Parsed(limits=limits)
         out.rejects.append(Reject(exc.reason, chunk.first_line, None, table))
         return out

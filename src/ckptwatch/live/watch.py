@@ -65,7 +65,7 @@ from ckptwatch.live.follow import Chunk, Cursor, Follower, parse_chunk
 from ckptwatch.live.metrics import MetricsServer, WatchMetrics, write_textfile
 from ckptwatch.live.tracker import Completed, Tracker
 from ckptwatch.safetext import escape_controls
-from ckptwatch.settings import AlertSettings, Settings, WatchSettings
+from ckptwatch.settings import AlertSettings, IngestSettings, Settings, WatchSettings
 from ckptwatch.sources.base import Parsed
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,8 @@ def lake_context(lake_root: str, days: tuple[date, date], alerts: AlertSettings
 BATCH_BYTES = 2 << 20
 
 
-def _parse_batches(chunks: list[Chunk]) -> Iterator[tuple[Parsed, list[Chunk]]]:
+def _parse_batches(chunks: list[Chunk],
+                   limits: IngestSettings) -> Iterator[tuple[Parsed, list[Chunk]]]:
     """The scan's chunks parsed in as few calls as possible: JSON Lines chunks joined into
     batches of up to ``BATCH_BYTES`` (each chunk is whole lines), CSV and Parquet one by one.
     A duplicate rank across two files of one batch is a reject like any other: the caller then
@@ -143,11 +144,12 @@ def _parse_batches(chunks: list[Chunk]) -> Iterator[tuple[Parsed, list[Chunk]]]:
     def flush() -> Iterator[tuple[Parsed, list[Chunk]]]:
         if batch:
             joined = Chunk(f"{len(batch)} files", ".jsonl", b"".join(c.data for c in batch), 1)
-            yield (parse_chunk(joined) if len(batch) > 1 else parse_chunk(batch[0])), list(batch)
+            yield (parse_chunk(joined, limits) if len(batch) > 1
+                   else parse_chunk(batch[0], limits)), list(batch)
 
     for chunk in chunks:
         if chunk.suffix not in (".jsonl", ".ndjson", ".json"):
-            yield parse_chunk(chunk), [chunk]
+            yield parse_chunk(chunk, limits), [chunk]
             continue
         if size + len(chunk.data) > BATCH_BYTES:
             yield from flush()
@@ -407,10 +409,10 @@ class Watcher:
         report.notes += result.notes
         for note in result.notes:
             log.warning("%s", note)
-        for parsed, chunks in _parse_batches(result.chunks):
+        for parsed, chunks in _parse_batches(result.chunks, self.settings.ingest):
             if parsed.rejects:
                 for chunk in chunks:  # one by one: say which file and line
-                    self._warn_rejects(report, chunk, parse_chunk(chunk))
+                    self._warn_rejects(report, chunk, parse_chunk(chunk, self.settings.ingest))
             for frame in parsed.frames.get(CHECKPOINT_STARTS.name, []):
                 report.starts += self.tracker.add_starts(frame, now_s)
             for frame in parsed.frames.get(CHECKPOINT_WRITES.name, []):
