@@ -378,3 +378,17 @@ def test_the_command_says_a_failed_pull_in_one_line_and_exits_2(
                              f"({lake / 'reports' / '2026-11-28' / 'report.html'}) without "
                              "it; the next run pulls the range again")
     assert (lake / "reports" / "2026-11-28" / "report.html").is_file()
+
+
+def test_the_flow_runs_the_plain_steps_as_tasks_and_retries_only_io() -> None:
+    """The flow's tasks wrap the functions ``PLAIN_STEPS`` holds; the steps that read or write
+    through I/O retry, the alerts step never (a failed sink's alerts wait for the next run)."""
+    tasks = {"pull": nightly_module.pull_from_prometheus,
+             "deltas": nightly_module.materialise_counter_deltas,
+             "views": nightly_module.build_views, "check": nightly_module.check_lake,
+             "stalls": nightly_module.detect_stalls, "alerts": nightly_module.evaluate_alerts,
+             "report": nightly_module.write_daily_report}
+    assert {name: t.fn for name, t in tasks.items()} == {
+        name: getattr(PLAIN_STEPS, name) for name in tasks}
+    assert {name: t.retries for name, t in tasks.items()} == {
+        "pull": 2, "deltas": 2, "views": 2, "check": 0, "stalls": 0, "alerts": 0, "report": 2}

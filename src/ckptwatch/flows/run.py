@@ -6,7 +6,7 @@ and the policy that says when a finished run failed and with which exit status.
 :mod:`ckptwatch.flows.nightly` (names, retries). Nothing here imports Prefect, so the whole
 run and its failure policy are tested without a server (``tests/flows/test_nightly_run.py``).
 
-The policy, in one place:
+The policy, in one place (the exit statuses are ``ckptwatch nightly``'s, :func:`exit_code`):
 
 - a raw directory that is missing, not a directory or cannot be listed stops the run before
   any step (:class:`~ckptwatch.errors.RawDirError`, exit 2); an empty one is a run with nothing
