@@ -10,13 +10,17 @@ One collection round runs, for this node:
 * ``ethtool -S <netdev>`` (``ethtool``) for the network interfaces of RDMA devices with an
   Ethernet (RoCE/iWARP) port: ``<sysfs>/class/infiniband/<hca>/device/net/*``;
 * the InfiniBand/RoCE port counters under ``<sysfs>/class/infiniband/<hca>/ports/<n>/
-  {counters,counters_ext,hw_counters}/*`` (``sysfs-ib``), one JSON object per HCA.
+  {counters,counters_ext,hw_counters}/*`` (``sysfs-ib``), one JSON object per HCA;
+* on the hosts that serve the pool, the pool tools the host has (``collect.pool``: ``lctl``,
+  ``daos_metrics``, the SPDK socket, ``mmpmon``, ``mmlsqos``, ``mmdiag``).
 
 Each output becomes one JSON Lines envelope (README "Input": ``node``, ``device``,
-``port``, ``collected_at``, ``source``, ``output``) appended to ``OUT/smart/<node>-<date>.jsonl``
-or ``OUT/fabric/<node>-<date>.jsonl`` (UTC date: files of past days are complete). A missing
-tool, a permission problem, a failure or a timeout is reported once per tool per process on the
-warning stream and skipped; the rest of the round goes on.
+``port``, ``collected_at``, ``source``, ``output``) appended to ``OUT/smart/<node>-<date>.jsonl``,
+``OUT/fabric/<node>-<date>.jsonl`` or ``OUT/pool/<node>-<date>.jsonl`` (UTC date: files of past
+days are complete). For SMART and fabric, a missing tool, a permission problem, a failure or a
+timeout is reported once per tool per process on the warning stream and skipped; the rest of
+the round goes on. A pool tool the host does not have is one note per process on the note
+stream; a pool tool it has that fails is an error, in the round's ``failures``.
 """
 
 from __future__ import annotations
@@ -35,13 +39,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from ckptwatch.collect.pool import (
+    DEFAULT_SPDK_SOCKET,
+    POOL_TOOLS,
+    PoolSettings,
+    PoolSources,
+    qos_seconds,
+)
 from ckptwatch.collect.recorder import append_lines, default_node
 from ckptwatch.errors import CollectError
 from ckptwatch.sources.nvme_cli import detect_ocp
 from ckptwatch.sources.smartctl import nvme_device_name
 
-#: The collectors ``--tools`` may name, in the order a round runs them.
-TOOLS = ("smartctl", "nvme", "ethtool", "sysfs")
+#: The node collectors (SMART and fabric), in the order a round runs them.
+NODE_TOOLS = ("smartctl", "nvme", "ethtool", "sysfs")
+#: The collectors ``--tools`` may name, in the order a round runs them: the node's, then the
+#: pool's (``collect.pool``).
+TOOLS = NODE_TOOLS + POOL_TOOLS
 #: Envelope ``source`` per command (docs/formats.md).
 SOURCES = {"smartctl": "smartctl", "nvme": "nvme-smart-log", "nvme-ocp": "nvme-ocp-smart",
            "ethtool": "ethtool", "sysfs": "sysfs-ib"}
@@ -59,7 +73,7 @@ _DENIED = ("permission denied", "operation not permitted", "access denied")
 class Envelope:
     """One tool output of one device, as written to a JSON Lines envelope file."""
 
-    kind: str  # smart | fabric
+    kind: str  # smart | fabric | pool
     node: str
     device: str
     collected_at: datetime
@@ -84,9 +98,11 @@ class RoundResult:
 
     envelopes: list[Envelope] = field(default_factory=list)
     files: dict[Path, int] = field(default_factory=dict)
+    #: Pool tools the host has that failed this round, ``"<tool>: <what>"`` each.
+    failures: list[str] = field(default_factory=list)
 
     def count(self, kind: str) -> int:
-        """Envelopes of one kind (``smart`` or ``fabric``)."""
+        """Envelopes of one kind (``smart``, ``fabric`` or ``pool``)."""
         return sum(e.kind == kind for e in self.envelopes)
 
 
@@ -176,7 +192,12 @@ class Collector:
     def __init__(self, out: Path, *, node: str | None = None, sysfs_root: Path = Path("/sys"),
                  tools: Iterable[str] = TOOLS, timeout_s: float = DEFAULT_TIMEOUT_S,
                  warn: TextIO | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 spdk_socket: Path = DEFAULT_SPDK_SOCKET,
+                 gpfs_filesystems: Iterable[str] | None = None,
+                 interval_s: float = DEFAULT_INTERVAL_S,
+                 tool_dirs: Iterable[str] | None = None,
+                 notes: TextIO | None = None) -> None:
         self.out = out
         self.node = check_node_name(node or default_node())
         self.sysfs_root = sysfs_root
@@ -189,8 +210,19 @@ class Collector:
             raise CollectError(f"--timeout must be positive, got {timeout_s}")
         self.timeout_s = timeout_s
         self.warn_stream = warn
+        self.note_stream = notes
         self.clock = clock
         self._warned: set[str] = set()
+        self._noted: set[str] = set()
+        self._failing: dict[str, str] = {}
+        self._round_failures: list[str] = []
+        settings = PoolSettings(
+            spdk_socket=spdk_socket,
+            gpfs_filesystems=None if gpfs_filesystems is None else tuple(gpfs_filesystems),
+            qos_seconds=qos_seconds(interval_s), timeout_s=timeout_s,
+            **({} if tool_dirs is None else {"tool_dirs": tuple(tool_dirs)}))
+        self.pool = PoolSources(settings, os.environ, note=self.note, fail=self.pool_failed,
+                                ok=self.pool_ok)
 
     # ------------------------------------------------------------------ warnings
 
@@ -201,6 +233,32 @@ class Collector:
         self._warned.add(tool)
         stream = self.warn_stream if self.warn_stream is not None else sys.stderr
         print(f"ckptwatch collect: warning: {tool}: {message}", file=stream, flush=True)
+
+    def note(self, key: str, message: str) -> None:
+        """One line per key per process on the note stream (stdout unless given): something
+        this host does not have, which is no failure."""
+        if key in self._noted:
+            return
+        self._noted.add(key)
+        stream = self.note_stream if self.note_stream is not None else sys.stdout
+        print(f"ckptwatch collect: note: {message}", file=stream, flush=True)
+
+    def pool_failed(self, tool: str, message: str) -> None:
+        """A pool tool the host has failed: in this round's failures, and on the warning
+        stream when it starts failing (or fails differently) in this process."""
+        self._round_failures.append(f"{tool}: {message}")
+        if self._failing.get(tool) == message:
+            return
+        self._failing[tool] = message
+        stream = self.warn_stream if self.warn_stream is not None else sys.stderr
+        print(f"ckptwatch collect: error: {tool}: {message}", file=stream, flush=True)
+
+    def pool_ok(self, tool: str) -> None:
+        """A pool tool ran as it should: a failure of it has ended (said on the warning
+        stream, so that a long-running collector's log shows when)."""
+        if self._failing.pop(tool, None) is not None:
+            stream = self.warn_stream if self.warn_stream is not None else sys.stderr
+            print(f"ckptwatch collect: {tool}: collecting again", file=stream, flush=True)
 
     # ------------------------------------------------------------------ tool calls
 
@@ -365,7 +423,14 @@ class Collector:
             found += self.collect_ethtool()
         if "sysfs" in self.tools:
             found += self.collect_sysfs()
+        found += self.collect_pool()
         return found
+
+    def collect_pool(self) -> list[Envelope]:
+        """The selected pool tools this host has (``collect.pool``), one envelope per
+        output."""
+        return [self._envelope("pool", o.device, o.source, o.output)
+                for o in self.pool.collect(self.tools)]
 
     def write(self, envelopes: list[Envelope]) -> dict[Path, int]:
         """Append the envelopes, one locked append and one fsync per file."""
@@ -383,8 +448,9 @@ class Collector:
 
     def run_round(self) -> RoundResult:
         """Collect once and write."""
+        self._round_failures = []
         envelopes = self.collect()
-        return RoundResult(envelopes, self.write(envelopes))
+        return RoundResult(envelopes, self.write(envelopes), list(self._round_failures))
 
 
 def next_round_at(began: float, now: float, interval_s: float) -> float:
@@ -420,6 +486,7 @@ def run_loop(collector: Collector, *, interval_s: float, stop: threading.Event,
             return rounds
 
 
-__all__ = ["Collector", "CollectError", "Envelope", "RoundResult", "TOOLS", "check_node_name",
+__all__ = ["Collector", "CollectError", "Envelope", "NODE_TOOLS", "POOL_TOOLS", "RoundResult",
+           "TOOLS", "check_node_name",
            "envelope_path", "next_round_at", "nvme_controllers", "rdma_devices", "rdma_netdevs",
            "run_loop", "utc_z"]
