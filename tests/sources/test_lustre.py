@@ -18,6 +18,7 @@ from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
 from ckptwatch.sources import load_all
 from ckptwatch.sources.base import ToolContext, detect_tool
+from ckptwatch.sources.envelope import LINE_REJECTS
 from ckptwatch.sources.lustre import parse_lctl
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real" / "pool_telemetry" / "lustrefs_exporter_ddn"
@@ -178,10 +179,14 @@ job_stats:
     ("obdfilter.scratch.stats=\nwrite 1 samples [usecs] 1 1 1 1\n",
      "line 1: obdfilter.scratch.stats: 'scratch' is not a Lustre target name"),
 ])
-def test_a_malformed_block_names_its_line(text: str, reason: str) -> None:
-    with pytest.raises(RecordError) as exc:
-        parse(text)
-    assert exc.value.reason.startswith(reason)
+def test_a_malformed_block_is_rejected_naming_its_line_and_the_others_are_kept(
+        text: str, reason: str) -> None:
+    good = "obdfilter.fs-OST0001.stats=\nsnapshot_time 1764331200.1 secs.nsecs\n"
+    result = parse_lctl(text + good, ToolContext(node="oss01", ts=TS, source="lctl"))
+    (bad,) = result[LINE_REJECTS]
+    assert bad["reason"].startswith(reason)
+    assert bad["raw"].startswith(text.split("\n", 1)[0])
+    assert {r["target"] for r in result["pool_metrics"]} == {"fs-OST0001"}
 
 
 def snapshot(t: float, ops: int, usecs: int) -> str:
@@ -203,12 +208,14 @@ def test_raw_tree_and_envelopes_reach_the_lake_and_bad_output_is_quarantined(
     (raw / "pool" / "oss03").mkdir()
     (raw / "pool" / "oss03" / "stats.txt").write_text(
         "obdfilter.fs-OST0009.stats=\nsnapshot_time 1764331200.1 secs.nsecs\n"
-        "write 12 samples [usecs] 1 2\n")
+        "write 12 samples [usecs] 1 2\n" + snapshot(t0, 10, 1000).replace("0002", "0008"))
     report = ingest(raw, tmp_path / "lake")
     by_file = {f.rel: f for f in report.files}
     assert by_file["pool/oss01/lctl_get_param.txt"].rows == {"pool_metrics": 41}
     assert by_file["pool/oss02/lctl.jsonl"].rows == {"pool_metrics": 8}  # 4 names, twice
-    assert by_file["pool/oss03/stats.txt"].quarantined == 1  # the run went on
+    # the malformed parameter is quarantined, the file's other parameter kept; the run went on
+    assert (by_file["pool/oss03/stats.txt"].quarantined,
+            by_file["pool/oss03/stats.txt"].rows) == (1, {"pool_metrics": 4})
     (reason,) = Lake(tmp_path / "lake").read("quarantine")["reason"].to_list()
     assert reason.startswith("line 3: obdfilter.fs-OST0009.stats: 'write 12 samples [usecs] 1 "
                              "2' is not a stats line")
@@ -223,3 +230,17 @@ def test_raw_tree_and_envelopes_reach_the_lake_and_bad_output_is_quarantined(
                       "value": 12.0}]
     # the reader's names are the vocabulary: none is listed as unmapped
     assert not [u for u in report.unused_metrics if u.file.startswith("pool/oss0")]
+
+
+def test_an_envelope_with_a_malformed_parameter_keeps_the_others_and_its_line() -> None:
+    from ckptwatch.sources.envelope import read_envelopes
+
+    good = snapshot(1764331200.0, 10, 1000)
+    bad = "mdt.fs-MDT0000.md_stats=\nopen 3 samples [usecs] 1 x\n"
+    lines = [json.dumps({"node": "mds01", "collected_at": "2025-11-28T12:00:00Z",
+                         "source": "lctl", "output": out}) for out in (good, bad + good)]
+    parsed = read_envelopes("\n".join(lines).encode(), file_label="pool/mds01/lctl.jsonl")
+    assert parsed.rows("pool_metrics") == 8
+    assert [(r.line, r.reason) for r in parsed.rejects] == [
+        (2, "line 2: mdt.fs-MDT0000.md_stats: 'open 3 samples [usecs] 1 x' is not a stats line "
+            "('<name> <count> samples [<unit>] <min> <max> <sum> …')")]

@@ -34,8 +34,8 @@ boot, printed by some versions: the file's time is used instead). Lustre prints 
 counters that have samples, so a counter read here that is absent is written as 0: a cleared
 stats file then reads as a drop, which the lake's counter rules treat as a reset
 (stg_counter_deltas). Other parameters in the same dump (``ldlm.*``, ``osd-*.kbytesfree``,
-per-export stats, …) are passed over. A line of a block read here that is not in its format is a
-``RecordError`` naming the line.
+per-export stats, …) are passed over. A parameter read here with a line not in its format is
+quarantined (its reason names the line), the others kept.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from typing import Any
 
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.envelope import LINE_REJECTS
 from ckptwatch.sources.textkv import shorten
 
 SOURCE = "lctl"
@@ -397,30 +398,43 @@ def _read_jobs(block: _Block, kind: str, target: str, out: _Rows) -> None:
     flush()
 
 
+def _read_block(block: _Block, out: _Rows) -> bool:
+    """Read one parameter into ``out``; False when it is not one read here."""
+    name = block.name
+    if m := _OST_STATS.fullmatch(name):
+        _read_ost_stats(block, m.group("t"), out)
+    elif m := _MD_STATS.fullmatch(name):
+        _read_md_stats(block, m.group("t"), out)
+    elif _SERVICE.fullmatch(name):
+        _read_service(block, out)
+    elif (m := _BRW.fullmatch(name)) and m.group("t") != "MGS":  # MGS: no data or metadata
+        _read_brw(block, m.group("t"), out)
+    elif m := _JOBS.fullmatch(name):
+        _read_jobs(block, m.group("kind"), m.group("t"), out)
+    else:
+        return False
+    return True
+
+
 @register_tool(SOURCE, detect)
 def parse_lctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
-    """``lctl get_param`` text of an OSS or MDS -> ``pool_metrics`` rows."""
+    """``lctl get_param`` text of an OSS or MDS -> ``pool_metrics`` rows. A parameter with a
+    line not in its format is quarantined whole (``LINE_REJECTS``: its counters belong
+    together), with the line in the reason; the other parameters' rows are kept."""
     if not isinstance(output, str):
         raise RecordError(f"lctl output is text, not {type(output).__name__}")
     out = _Rows(ctx)
+    rejects: list[dict[str, Any]] = []
     read = 0
     for block in _blocks(output):
-        name = block.name
-        if m := _OST_STATS.fullmatch(name):
-            _read_ost_stats(block, m.group("t"), out)
-        elif m := _MD_STATS.fullmatch(name):
-            _read_md_stats(block, m.group("t"), out)
-        elif _SERVICE.fullmatch(name):
-            _read_service(block, out)
-        elif m := _BRW.fullmatch(name):
-            if m.group("t") == "MGS":
-                continue  # the management server's disk: no data or metadata target
-            _read_brw(block, m.group("t"), out)
-        elif m := _JOBS.fullmatch(name):
-            _read_jobs(block, m.group("kind"), m.group("t"), out)
-        else:
-            continue
-        read += 1
+        kept = len(out.rows)
+        try:
+            read += _read_block(block, out)
+        except RecordError as exc:
+            del out.rows[kept:]  # a job_stats block adds its jobs as it goes
+            read += 1
+            raw = "\n".join([f"{block.name}="] + [text for _, text in block.lines])
+            rejects.append({"reason": exc.reason, "raw": raw[:2000]})
     if read == 0 and _bare_brw(output):
         if not ctx.device or not _TARGET.fullmatch(ctx.device):
             raise RecordError("a bare brw_stats block names no target: collect it with "
@@ -433,4 +447,7 @@ def parse_lctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]
         raise RecordError("lctl output holds none of the parameters read (obdfilter.*.stats, "
                           "mdt.*.md_stats, ost.OSS.ost_io.stats, mds.MDS.mdt.stats, "
                           "*.brw_stats, *.job_stats)")
-    return {"pool_metrics": out.rows}
+    result: dict[str, list[dict[str, Any]]] = {"pool_metrics": out.rows}
+    if rejects:
+        result[LINE_REJECTS] = rejects
+    return result
