@@ -253,6 +253,16 @@ def test_pool_round_writes_envelopes_that_ingest_to_the_readers_rows(
     assert by_key[("scratch", "ib-pitzer-rw02.ten", "write_ops")] == 18874626
 
 
+def test_mmlsqos_alone_learns_the_file_systems_from_mmpmon(tmp_path: Path, pool_path: Path,
+                                                           short_dir: Path) -> None:
+    warn, notes = io.StringIO(), io.StringIO()
+    c = pool_collector(tmp_path / "raw", short_dir / "none.sock", warn, notes,
+                       tools=("mmlsqos",))
+    result = c.run_round()
+    assert warn.getvalue() == "" and result.failures == []
+    assert [(e.source, e.device) for e in result.envelopes] == [("mmlsqos", "scratch")]
+
+
 def test_mmlsqos_file_systems_can_be_named(tmp_path: Path, pool_path: Path,
                                            short_dir: Path) -> None:
     warn, notes = io.StringIO(), io.StringIO()

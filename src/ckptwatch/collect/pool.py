@@ -411,6 +411,8 @@ class PoolSources:
         if exe is None:
             return []
         got = self.collect_mmpmon(exe)
+        if got is not None:
+            self.ok("mmpmon")
         return _mmpmon_filesystems(got) or []
 
     def collect_waiters(self, exe: str) -> list[PoolOutput] | None:
