@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "end it after the current round). See docs/collecting.md for the systemd timer, the "
         "cron line and each pool system.")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="raw directory to append to (smart/ and fabric/ are created in it)")
+                   help="raw directory to append to (smart/, fabric/ and pool/ are created in "
+                   "it)")
     p.add_argument("--interval", type=positive_float, default=60.0, metavar="SECONDS",
                    help="seconds between rounds, aligned to multiples of it (default: "
                    "%(default)s; ignored with --once)")
