@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -49,7 +50,8 @@ from ckptwatch.settings import Settings, load_settings
 #: The flow's result, key by key, in order: what ``ckptwatch nightly`` prints from and what
 #: ``bench/run.py`` reads (a contract: extend, never rename).
 RESULT_KEYS = [
-    "ingested", "skipped", "failed", "quarantined", "views", "delta_days_built", "stalls",
+    "ingested", "skipped", "failed", "quarantined", "raw_files", "failed_files", "views",
+    "delta_days_built", "stalls",
     "stalls_by_cause", "stalls_timed_out", "alerts", "alerts_sent", "alerts_dry_run",
     "alerts_sinks", "alerts_delivery", "alerts_summary", "alerts_file", "report", "report_json",
     "latest", "latest_kept", "steps_s", "steps_peak_rss_mb", "lake_warnings", "unused_metrics",
@@ -164,6 +166,9 @@ def test_a_file_that_could_not_be_ingested_is_exit_1_and_the_run_goes_on(
     result = run_nightly(raw, tmp_path / "lake", settings, send=False)
     out = result.to_dict()
     assert (out["failed"], out["quarantined"]) == (1, 5)
+    # named with its reason: the command's summary prints these
+    assert [f["file"] for f in out["failed_files"]] == ["checkpoints/z.jsonl.gz"]
+    assert out["failed_files"][0]["reason"]
     assert result.failure() is None and result.exit_code == 1
     assert exit_code(None, {**out, "failed": 0}) == 0
     # a dry run: the alert is due, nothing is sent or written
@@ -285,14 +290,17 @@ def test_a_raw_dir_that_cannot_be_listed_stops_the_run_before_any_step(
     assert exit_code(err.value) == 2 and not lake.exists()
 
 
-def test_an_empty_raw_dir_is_a_run_with_nothing_to_ingest(tmp_path: Path) -> None:
-    """Nothing new is not a failure: the report covers the lake's newest day (here, none: the
-    run's own day, which never becomes latest/)."""
+def test_an_empty_raw_dir_is_exit_1_and_the_report_is_written(tmp_path: Path) -> None:
+    """A raw directory that holds no file at all is a feed that stopped: exit 1, as `ckptwatch
+    ingest` on it (issue 46: the two disagreed). Still no failure of the run itself (the flow
+    run completes): the report covers the lake's newest day (here, none: the run's own day,
+    which never becomes latest/)."""
     (tmp_path / "raw").mkdir()
     result = run_nightly(tmp_path / "raw", tmp_path / "lake", Settings(), send=False)
     out = result.to_dict()
     assert (out["ingested"], out["failed"], out["stalls"], out["alerts"]) == (0, 0, 0, 0)
-    assert result.failure() is None and result.exit_code == 0
+    assert out["raw_files"] == 0 and out["failed_files"] == []
+    assert result.failure() is None and result.exit_code == 1
     assert Path(out["report"]).is_file()
     assert out["latest_kept"] is not None and out["latest_kept"].endswith("has no checkpoints")
 
@@ -307,6 +315,8 @@ def test_exit_codes() -> None:
     assert exit_code(LakeLockedError("locked"), {"failed": 0}) == 2
     assert exit_code(None, {"failed": 2}) == 1
     assert exit_code(None, {"failed": 0}) == 0
+    assert exit_code(None, {"failed": 0, "raw_files": 0}) == 1
+    assert exit_code(None, {"failed": 0, "raw_files": 3}) == 0
 
 
 def test_the_run_imports_no_prefect() -> None:
@@ -355,9 +365,13 @@ def test_the_command_prints_the_summary_then_the_sink_failure_and_exits_1(
                           "already in the lake, 0 failed; 0 record(s) quarantined\n")
     assert ("  alerts: 1 due: 0 of 1 delivered to jsonl (Is a directory; kept for the next "
             f"run); JSON Lines: {tmp_path / 'blocked'}\n") in out
-    lines = err.splitlines()
-    assert len(lines) == 2 and lines[0].startswith("ckptwatch nightly: running the nightly flow")
-    assert lines[1].startswith("ckptwatch nightly: alerts not delivered: jsonl: cannot append")
+    *progress, last = err.splitlines()
+    # stderr is not a terminal here: a plain line as each step starts and ends, in order
+    assert all(re.fullmatch(r"ckptwatch nightly: \[\d+ s\] .+", line) for line in progress)
+    steps = [line.split("] ", 1)[1] for line in progress]
+    assert [s for s in steps if s.endswith("…")][-len(STEPS):] == [f"{s}…" for s in STEPS]
+    assert all(f"{s}: done in " in err for s in STEPS)
+    assert last.startswith("ckptwatch nightly: alerts not delivered: jsonl: cannot append")
 
 
 def test_the_command_says_a_failed_pull_in_one_line_and_exits_2(
@@ -372,9 +386,10 @@ def test_the_command_says_a_failed_pull_in_one_line_and_exits_2(
     rc = main(["nightly", str(raw_dir), "--lake", str(lake), "--config", str(config)])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
-    lines = err.splitlines()
-    assert len(lines) == 2 and lines[1].startswith("ckptwatch nightly: error: ")
-    assert lines[1].endswith(f"— the ingest ran and the report is written "
+    lines = [line for line in err.splitlines() if not line.startswith("ckptwatch nightly: [")]
+    assert len(lines) == 1 and lines[0].startswith("ckptwatch nightly: error: ")
+    assert "pull: done in " in err  # the progress, one plain line per step
+    assert lines[0].endswith(f"— the ingest ran and the report is written "
                              f"({lake / 'reports' / '2026-11-28' / 'report.html'}) without "
                              "it; the next run pulls the range again")
     assert (lake / "reports" / "2026-11-28" / "report.html").is_file()

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from ckptwatch import __version__
 from ckptwatch.errors import CkptwatchError
 from ckptwatch.safetext import escape_controls
+from ckptwatch.settings.prefect_env import use_cache_for_tool_state
 
 
 def _command_modules(argv: Sequence[str] | None = None) -> list[str]:
@@ -58,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code."""
     if argv is None:
         argv = sys.argv[1:]
+    # matplotlib's and IPython's state in ckptwatch's cache, not the home (before either is
+    # imported; the processes a command starts inherit it)
+    use_cache_for_tool_state()
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

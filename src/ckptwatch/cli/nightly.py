@@ -33,7 +33,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "LAKE/reports/latest/ unless the day has no checkpoints or latest/ holds a newer "
         "day). Alerts also go to a JSON Lines file: [sinks] jsonl of the "
         "config, else LAKE/reports/alerts.jsonl. The summary counts the alerts each sink took. "
-        "Exit 0; 1 when a file could not be ingested or an alert sink failed (the report is "
+        "Progress: a line per step on stderr (rewritten in place on a terminal). "
+        "Exit 0; 1 when a file could not be ingested (the summary names it and why), RAW_DIR "
+        "holds no file at all, or an alert sink failed (the report is "
         "written all the same; the sink's alerts are retried on the next run); 2 when the run "
         "could not proceed.")
     p.add_argument("raw_dir", type=Path, metavar="RAW_DIR", help="raw telemetry directory")
@@ -63,6 +65,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+#: Failed files the summary names (the rest are counted; report.json lists them all).
+MAX_FAILED_SHOWN = 10
+
+
 def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
     """The run's summary for a person: what it read, found, sent, and where the report is."""
     causes = ", ".join(f"{c} {n}" for c, n in sorted(result["stalls_by_cause"].items(),
@@ -81,6 +87,12 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
         f"  report: {result['report']}",
         f"          {result['report_json']}  ({_latest(result)})",
     ]
+    failed = result.get("failed_files", [])
+    lines += [f"  FAILED {escape_controls(f['file'])}: {escape_controls(f['reason'])}"
+              for f in failed[:MAX_FAILED_SHOWN]]
+    if len(failed) > MAX_FAILED_SHOWN:
+        lines.append(f"  … {len(failed) - MAX_FAILED_SHOWN} more failed file(s) in "
+                     f"{result['report_json']}")
     lines += [f"  warning: {w}" for w in result.get("lake_warnings", [])]
     lines += [f"  unused metric names: {escape_controls(u)}"
               for u in result.get("unused_metrics", [])]
@@ -94,35 +106,46 @@ def _latest(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the flow and print the summary and the report's path."""
+    """Run the flow, showing its steps as they go, and print the summary and the report's
+    path."""
+    from ckptwatch.cli._progress import Progress
     from ckptwatch.errors import AlertsUndeliveredError, RawDirError
     from ckptwatch.flows import local_prefect
+    from ckptwatch.lake.store import Lake
     from ckptwatch.settings import load_settings
 
-    load_settings(args.config)  # a bad config fails here, before Prefect starts
-    if not args.raw_dir.is_dir():
+    # What cannot change fails here, in one line, before Prefect starts.
+    load_settings(args.config)
+    if not args.raw_dir.is_dir():  # the flow's first step also refuses one it cannot list
         raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a directory")
+    Lake(args.lake)._check_root()
     local_prefect.configure(args.verbose)  # before the first import of Prefect
-    print(f"ckptwatch nightly: running the nightly flow on {args.raw_dir} (its local server "
-          "starts first: ~15 s the first time)…", file=sys.stderr, flush=True)
-    server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
-    from ckptwatch.flows.ingest import dask_runner
-    from ckptwatch.flows.nightly import nightly_flow, preload
-    from ckptwatch.flows.run import exit_code
+    with Progress("nightly") as progress:
+        progress.stage("starting Prefect's local server", "~15 s the first time")
+        server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
+        from ckptwatch.flows.ingest import dask_runner
+        from ckptwatch.flows.nightly import nightly_flow, preload
+        from ckptwatch.flows.run import exit_code
 
-    if args.dask:
-        dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
-    preload()  # while the server boots
-    try:
-        with local_prefect.local_server(server):
-            result = nightly_flow(args.raw_dir, args.lake, config=args.config,
-                                  send=args.send, report_date=args.date,
-                                  lock_wait_s=args.lock_wait, dask=args.dask,
-                                  lookback_days=args.lookback_days,
-                                  duckdb_memory=args.duckdb_memory)
-    except AlertsUndeliveredError as exc:
-        print(render_result(exc.result, args.raw_dir, args.lake))
-        print(f"ckptwatch nightly: {escape_controls(str(exc))}", file=sys.stderr)
-        return exit_code(exc)
+        if args.dask:
+            dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
+        preload()  # while the server boots
+        progress.stage("waiting for Prefect's local server")
+        try:
+            with local_prefect.local_server(server), progress.hook():
+                result = nightly_flow(args.raw_dir, args.lake, config=args.config,
+                                      send=args.send, report_date=args.date,
+                                      lock_wait_s=args.lock_wait, dask=args.dask,
+                                      lookback_days=args.lookback_days,
+                                      duckdb_memory=args.duckdb_memory)
+        except AlertsUndeliveredError as exc:
+            progress.close()
+            print(render_result(exc.result, args.raw_dir, args.lake))
+            print(f"ckptwatch nightly: {escape_controls(str(exc))}", file=sys.stderr)
+            return exit_code(exc)
     print(render_result(result, args.raw_dir, args.lake))
+    if result.get("raw_files") == 0:
+        print(f"ckptwatch nightly: no raw files found under {escape_controls(str(args.raw_dir))}"
+              " (expected checkpoints/, jobs/, smart/, fabric/, pool/ or topology.csv; see "
+              "docs/formats.md)", file=sys.stderr)
     return exit_code(None, result)

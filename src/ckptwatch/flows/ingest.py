@@ -42,6 +42,7 @@ from ckptwatch.ingest.read import content_key, parse_file
 from ckptwatch.ingest.run import IngestReport, ingest_files, run_stopped
 from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
 from ckptwatch.lake.store import Lake
+from ckptwatch.progress import progress
 from ckptwatch.settings import IngestSettings, ingest_settings
 from ckptwatch.sources.base import safe_text
 
@@ -170,6 +171,7 @@ def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0,
                 results += batch
                 known |= new_keys  # a second copy of this content later in the run is skipped
                 logger.info("ingest: %d/%d files", len(results), len(files))
+                progress("ingest", f"{len(results)}/{len(files)} files")
             notes += parsing.notes
     report = IngestReport(raw_dir, lake_root, results, recovered, time.monotonic() - t0,
                           notes=[safe_text(n) for n in notes])

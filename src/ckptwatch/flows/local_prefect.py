@@ -217,7 +217,10 @@ def local_server(server: _Server | None) -> Iterator[None]:
         try:
             with temporary_settings(updates={PREFECT_API_URL: url,
                                              PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-                yield
+                try:
+                    yield
+                finally:
+                    drain_clients()
         finally:
             if before is None:
                 os.environ.pop("PREFECT_API_URL", None)
@@ -227,6 +230,29 @@ def local_server(server: _Server | None) -> Iterator[None]:
         stop = getattr(server, "stop", None)
         if stop is not None:
             stop()
+
+
+#: Seconds :func:`drain_clients` waits for each of Prefect's background clients.
+DRAIN_TIMEOUT_S = 10.0
+
+
+def drain_clients(timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+    """Send what Prefect's log and event clients still hold, while the local server answers.
+
+    Both are background services that Prefect otherwise drains at interpreter exit: by then
+    :func:`local_server` has stopped the server, so the clients retry their connection for
+    about a minute and print "Error logging to API" (``--verbose`` logs INFO records to the
+    API, so the log client holds some at the end of every run). Waits at most ``timeout_s``
+    for each; a client that never started has nothing to send.
+    """
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (APILogWorker, EventsWorker):
+        try:
+            service.drain_all(timeout=timeout_s)
+        except Exception as exc:  # a client that cannot drain must not fail a finished run
+            logging.getLogger(__name__).debug("could not drain %s: %s", service.__name__, exc)
 
 
 class _OneLineFailures(logging.Filter):

@@ -10,7 +10,8 @@ The policy, in one place (the exit statuses are ``ckptwatch nightly``'s, :func:`
 
 - a raw directory that is missing, not a directory or cannot be listed stops the run before
   any step (:class:`~ckptwatch.errors.RawDirError`, exit 2); an empty one is a run with nothing
-  to ingest (the report covers the lake's newest day);
+  to ingest (the report covers the lake's newest day) that exits 1, as ``ckptwatch ingest``
+  does on it;
 - an error raised by the ingest, deltas, views, stalls or report step stops the run (exit 2);
 - a file that could not be ingested is counted in the summary (``failed``), the run goes on
   (exit 1);
@@ -46,6 +47,7 @@ from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError, PullError, 
 from ckptwatch.ingest.run import IngestReport, ingest, unused_metrics_lines
 from ckptwatch.lake import derived
 from ckptwatch.lake.query import connect, skipped_rows, view_files
+from ckptwatch.progress import progress
 from ckptwatch.pull.prometheus import PullReport, default_range, pull_prometheus
 from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
 from ckptwatch.report.facts import nightly_days
@@ -83,11 +85,13 @@ class StepClock:
     def step(self, name: str) -> Iterator[None]:
         """Time the block as step ``name`` (recorded when it raises too)."""
         t0 = time.perf_counter()
+        progress(name)
         try:
             yield
         finally:
             self.seconds[name] = round(time.perf_counter() - t0, 1)
             self.peak_rss_mb[name] = peak_rss_mb()
+            progress(name, f"done in {self.seconds[name]:.1f} s")
 
 
 # -- the steps ------------------------------------------------------------------------------
@@ -248,6 +252,10 @@ class NightlyResult:
         return {
             "ingested": self.ingest.count("ingested"), "skipped": self.ingest.count("skipped"),
             "failed": self.ingest.count("failed"), "quarantined": self.ingest.quarantined,
+            # every file the raw directory held (ignored ones too): 0 is an empty directory
+            "raw_files": len(self.ingest.files),
+            "failed_files": [{"file": f.rel, "reason": f.error or "failed"}
+                             for f in self.ingest.files if f.status == "failed"],
             "views": self.views, "delta_days_built": self.delta_days_built,
             "stalls": len(findings.stalls), "stalls_by_cause": findings.by_cause(),
             # every timed-out checkpoint is a stall (stalls.sql): the count of those
@@ -274,11 +282,14 @@ class NightlyResult:
 def exit_code(failure: BaseException | None, summary: Mapping[str, Any] | None = None) -> int:
     """A nightly run's exit status: 1 when alerts were not delivered (the report is written),
     2 for any other error (the run stopped, or its pull failed); else 1 when a file could not
-    be ingested (``summary["failed"]``), 0 when all went well."""
+    be ingested (``summary["failed"]``) or the raw directory held none
+    (``summary["raw_files"]``), 0 when all went well."""
     if isinstance(failure, AlertsUndeliveredError):
         return 1
     if failure is not None:
         return 2
+    if summary and summary.get("raw_files") == 0:
+        return 1  # as `ckptwatch ingest` on it: an empty raw directory is a feed that stopped
     return 1 if summary and summary["failed"] else 0
 
 

@@ -111,6 +111,9 @@ def _this_python_kernel(runtime_dir: Path) -> Any:
     """A kernel manager for this interpreter (the one ckptwatch is installed in), whatever
     kernelspecs the machine has, with its connection file and IPC sockets in
     ``runtime_dir``."""
+    from ckptwatch.settings.prefect_env import use_cache_for_tool_state
+
+    use_cache_for_tool_state()  # the kernel's IPython profile: not in ~/.ipython
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
 

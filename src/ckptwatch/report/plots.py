@@ -43,6 +43,9 @@ ROLE_STYLE = {"same leaf": ("#555555", 0.9, "--"), "this checkpoint": ("#4c78a8"
 
 
 def _figure(width: float, height: float) -> Figure:
+    from ckptwatch.settings.prefect_env import use_cache_for_tool_state
+
+    use_cache_for_tool_state()  # matplotlib's config and font cache: not in the home
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")

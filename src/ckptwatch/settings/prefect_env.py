@@ -5,7 +5,7 @@ when it is imported; ``flows.local_prefect.configure`` hands them over."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 #: Seconds Prefect's local server may take to start. Its first start on a new home creates and
@@ -30,9 +30,37 @@ def prefect_home(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("PREFECT_HOME"):
         return Path(env["PREFECT_HOME"]).expanduser()
+    return cache_dir(env) / "prefect"
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """ckptwatch's cache directory: ``$XDG_CACHE_HOME/ckptwatch`` (an absolute
+    ``XDG_CACHE_HOME``), else ``~/.cache/ckptwatch``."""
+    env = os.environ if environ is None else environ
     cache = env.get("XDG_CACHE_HOME", "")
     base = Path(cache) if cache and Path(cache).is_absolute() else _user_home(env) / ".cache"
-    return base / "ckptwatch" / "prefect"
+    return base / "ckptwatch"
+
+
+#: The variables of the libraries that otherwise keep state in the user's home: matplotlib
+#: (``~/.config/matplotlib``, ``~/.cache/matplotlib``: its font cache) and IPython
+#: (``~/.ipython``: the profile the postmortem notebook's kernel creates), each to a directory
+#: of :func:`cache_dir`.
+TOOL_STATE_DIRS = {"MPLCONFIGDIR": "matplotlib", "IPYTHONDIR": "ipython"}
+
+
+def use_cache_for_tool_state(environ: MutableMapping[str, str] | None = None) -> None:
+    """Point matplotlib and IPython at ckptwatch's cache directory (:data:`TOOL_STATE_DIRS`),
+    unless their variables are set already: before either is imported, so that a command
+    writes nothing in the home beyond that cache. Idempotent; the directories are created by
+    the libraries when they first write."""
+    env = os.environ if environ is None else environ
+    if all(env.get(var) for var in TOOL_STATE_DIRS):
+        return
+    base = cache_dir(env)
+    for var, sub in TOOL_STATE_DIRS.items():
+        if not env.get(var):
+            env[var] = str(base / sub)
 
 
 def prefect_environment(verbose: bool = False,
