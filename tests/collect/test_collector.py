@@ -422,4 +422,19 @@ def test_cli_once_with_no_tool_says_so_and_fails(tmp_path: Path) -> None:
         capture_output=True, text=True, env=cli_env(empty), timeout=60)
     assert done.returncode == 1
     assert "ckptwatch collect: nothing collected: none of smartctl, nvme, ethtool, sysfs gave " \
-           "an output on this node" in done.stderr
+           "an output on this node (see the warnings above about smartctl;" \
+           in done.stderr
+
+
+def test_cli_once_on_a_node_without_drives_or_ports_is_not_a_failure(tmp_path: Path) -> None:
+    """sysfs alone on a node without NVMe or InfiniBand: nothing to read, no warning, so no
+    "see the warnings above" and exit 0 (a timer runs it every minute there)."""
+    (tmp_path / "sys").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptwatch.cli.main", "collect", "--out", str(tmp_path / "raw"),
+         "--once", "--node", NODE, "--sysfs-root", str(tmp_path / "sys"), "--tools", "sysfs"],
+        capture_output=True, text=True, env=cli_env(tmp_path), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (f"ckptwatch collect: nothing to collect on {NODE}: sysfs found no "
+                           "NVMe drive and no RDMA port\n")
+    assert done.stdout.startswith(f"collected 0 SMART and 0 fabric envelope(s) for {NODE}")

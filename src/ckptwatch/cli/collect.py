@@ -48,7 +48,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "has of lctl get_param (Lustre OSS/MDS), daos_metrics, the SPDK target's "
         "bdev_get_iostat (JSON-RPC on --spdk-socket), mmpmon, mmlsqos and mmdiag --waiters "
         "(Storage Scale) into OUT/pool/<node>-<UTC date>.jsonl: a pool tool the host lacks is "
-        "one note; one it has that fails is an error (with --once: exit status 1). Runs one "
+        "one note; one it has that fails is an error (with --once: exit status 1; a node "
+        "tool that is missing or denied and nothing collected is exit 1 too, a node with no "
+        "NVMe drive and no RDMA port is exit 0 with a note). Runs one "
         "round with --once, else a round every --interval seconds until SIGTERM/SIGINT (which "
         "end it after the current round). See docs/collecting.md for the systemd timer, the "
         "cron line and each pool system.")
@@ -128,9 +130,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"ckptwatch collect: failed: {tools} (see the errors above); {collected} "
               "envelope(s) of the other tools written", file=sys.stderr)
         return 1
-    if args.once and not collected and node_tools:
+    warned = [t for t in node_tools if t in collector.warned]
+    if args.once and not collected and warned:
         print(f"ckptwatch collect: nothing collected: none of {', '.join(node_tools)} gave an "
-              "output on this node (see the warnings above; --tools picks the tools)",
-              file=sys.stderr)
+              f"output on this node (see the warnings above about {', '.join(warned)}; "
+              "--tools picks the tools)", file=sys.stderr)
         return 1
+    if args.once and not collected and node_tools:
+        # The tools ran and found no drive or port: a node without NVMe or InfiniBand/RoCE,
+        # not a failure (a timer would otherwise fail every round there).
+        print(f"ckptwatch collect: nothing to collect on {collector.node}: "
+              f"{', '.join(node_tools)} found no NVMe drive and no RDMA port",
+              file=sys.stderr)
     return 0

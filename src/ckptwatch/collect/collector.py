@@ -226,6 +226,11 @@ class Collector:
 
     # ------------------------------------------------------------------ warnings
 
+    @property
+    def warned(self) -> frozenset[str]:
+        """The tools :meth:`warn` has written a line about (missing, denied, timed out)."""
+        return frozenset(self._warned)
+
     def warn(self, tool: str, message: str) -> None:
         """One line per tool per process on the warning stream."""
         if tool in self._warned:
