@@ -25,14 +25,16 @@ TICK_S = 1.0
 class Progress:
     """The stages of command ``command`` on ``stream`` (default: stderr).
 
-    ``tty``: whether ``stream`` is a terminal (default: asked of it). Use as a context manager
+    ``tty``: whether ``stream`` is a terminal (default: asked of it). ``total``: the units
+    of work the command will count (scenarios), when known. Use as a context manager
     (the terminal's line is ticked while inside and cleared at the end) or call :meth:`stage`
     and :meth:`close` directly.
     """
 
     def __init__(self, command: str, stream: TextIO | None = None, *, tty: bool | None = None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, total: int = 0) -> None:
         self.command = command
+        self.total = total
         self.stream = sys.stderr if stream is None else stream
         self.tty = _isatty(self.stream) if tty is None else tty
         self.quiet = quiet
@@ -57,6 +59,13 @@ class Progress:
                 # written, not print()ed: a flow with log_prints turns print() into its log
                 self.stream.write(f"ckptwatch {self.command}: [{self._elapsed()}] {text}\n")
                 self.stream.flush()
+
+    def count(self, name: str, done: int, total: int, unit: str) -> None:
+        """``done`` of ``total`` ``unit`` of stage ``name``: every one on a terminal, about a
+        tenth at a time in a log (a line per chunk would bury the rest)."""
+        step = max(1, total // 10)
+        if self.tty or done == total or done % step == 0:
+            self.stage(name, f"{done}/{total} {unit}")
 
     def clear(self) -> None:
         """Take the terminal line away (before other output on the same stream)."""

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckptwatch.errors import ModelError, UsageError
 from ckptwatch.simulate.config import TOOL_CLOCKS
+
+if TYPE_CHECKING:
+    from ckptwatch.cli._progress import Progress
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -92,10 +97,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.set_defaults(func=run_train)
 
 
-def _progress(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from ckptwatch.simulate.evaluation import stderr_progress
+def _progress(command: str, args: argparse.Namespace, n: int) -> Progress:
+    """The command's progress line: one stage per scenario (``scenario 3/20: seed …``)."""
+    from ckptwatch.cli._progress import Progress
 
-    return None if args.quiet else stderr_progress
+    return Progress(command, quiet=args.quiet, total=n)
+
+
+def _scenario_line(progress: Progress) -> Callable[[str], None]:
+    """``scenarios``' progress lines (``scenario 3: seed 2002 (base)``) as stages, counted
+    against the run's scenarios."""
+    def say(message: str) -> None:
+        head, _, rest = message.partition(":")
+        progress.stage(f"{head}/{progress.total}" if progress.total else head, rest.strip())
+    return say
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -105,8 +120,10 @@ def run_train(args: argparse.Namespace) -> int:
 
     seeds = parse_seeds(args.seeds)
     out = args.out or model_path()
-    model = train_model(seeds, progress=_progress(args), nodes=args.nodes, hours=args.hours,
-                        families=parse_families(args.families), **_sampling(args))
+    with _progress("train-model", args, len(seeds)) as progress:
+        model = train_model(seeds, progress=_scenario_line(progress), nodes=args.nodes,
+                            hours=args.hours, families=parse_families(args.families),
+                            **_sampling(args))
     model.save(out)
     labels = ", ".join(f"{k} {v}" for k, v in model.meta["labels"].items())
     print(f"model -> {out} (trained on {model.meta['n_train']} stalls from {len(seeds)} "
@@ -130,8 +147,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if overlap:
             raise ModelError(f"seeds {overlap[:5]} were used to train the model; "
                              "evaluate on unseen seeds")
-    report = evaluate(seeds, model, progress=_progress(args), nodes=args.nodes,
-                      hours=args.hours, families=families, **_sampling(args))
+    with _progress("evaluate", args, len(seeds)) as progress:
+        report = evaluate(seeds, model, progress=_scenario_line(progress), nodes=args.nodes,
+                          hours=args.hours, families=families, **_sampling(args))
     if args.format == "json":
         print(json.dumps({**report.to_dict(), "model": None if model is None else model.meta},
                          indent=2, default=str))

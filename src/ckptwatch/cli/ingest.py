@@ -75,17 +75,23 @@ def run(args: argparse.Namespace) -> int:
     limits = ingest_settings(workers=args.workers,
                              **{name: getattr(args, name) for _, name, _ in LIMIT_FLAGS})
     if args.flow or args.dask:
+        from ckptwatch.cli._progress import Progress
         from ckptwatch.flows import local_prefect
 
         local_prefect.configure(args.verbose)  # before the first import of Prefect
-        server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
-        from ckptwatch.flows.ingest import dask_runner, ingest_flow
+        with Progress("ingest", quiet=args.quiet) as progress:
+            progress.stage("starting Prefect's local server", "~15 s the first time")
+            server = local_prefect.start_local_server(args.verbose)  # boots while flow imports
+            from ckptwatch.flows.ingest import dask_runner, ingest_flow
 
-        flow = ingest_flow
-        if args.dask:
-            flow = flow.with_options(task_runner=dask_runner(args.dask))
-        with local_prefect.local_server(server):
-            report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait, limits=limits)
+            flow = ingest_flow
+            if args.dask:
+                flow = flow.with_options(task_runner=dask_runner(args.dask))
+            progress.stage("waiting for Prefect's local server")
+            with local_prefect.local_server(server), progress.hook():
+                progress.stage("ingest")
+                report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait,
+                              limits=limits)
     else:
         from ckptwatch.ingest.run import ingest
 

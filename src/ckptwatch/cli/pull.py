@@ -4,7 +4,6 @@ SMART, fabric and pool history from a Prometheus server into the lake."""
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -70,14 +69,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.set_defaults(func=run)
 
 
-def _progress(i: int, n: int) -> None:
-    if sys.stderr.isatty() or i == n:
-        end = "\n" if i == n or not sys.stderr.isatty() else "\r"
-        print(f"  [{i}/{n}] chunks", end=end, file=sys.stderr, flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
     """Pull and print the summary."""
+    from ckptwatch.cli._progress import Progress
     from ckptwatch.errors import UsageError
     from ckptwatch.pull.prometheus import pull_prometheus
     from ckptwatch.settings import load_settings
@@ -87,12 +81,14 @@ def run(args: argparse.Namespace) -> int:
     if args.around_checkpoints and args.until is not None:
         raise UsageError("--until goes with --since, not with --around-checkpoints")
     settings = load_settings(args.config)
-    report = pull_prometheus(args.url, args.lake, settings.prometheus, since=args.since,
-                             until=args.until, around_checkpoints=args.around_checkpoints,
-                             step_s=args.step, secrets=settings.secrets(),
-                             lock_wait_s=args.lock_wait,
-                             progress=None if args.quiet else _progress, limits=settings.ingest,
-                             pool=settings.pool.prometheus)
+    with Progress("pull", quiet=args.quiet) as progress:
+        progress.stage("querying Prometheus")
+        report = pull_prometheus(
+            args.url, args.lake, settings.prometheus, since=args.since, until=args.until,
+            around_checkpoints=args.around_checkpoints, step_s=args.step,
+            secrets=settings.secrets(), lock_wait_s=args.lock_wait,
+            progress=lambda i, n: progress.count("pull", i, n, "chunks"),
+            limits=settings.ingest, pool=settings.pool.prometheus)
     print(render_pull(report, args.lake))
     return 0
 
