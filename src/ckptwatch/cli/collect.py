@@ -85,7 +85,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Collect until told to stop (or once)."""
     from ckptwatch.collect.collector import Collector, RoundResult, run_loop
+    from ckptwatch.errors import UsageError
 
+    if args.out.exists() and not args.out.is_dir():  # else a round with nothing new succeeds
+        raise UsageError(f"--out {args.out} is a file, not a directory: name the raw directory "
+                         "(it is created if missing)")
     collector = Collector(args.out, node=args.node, sysfs_root=args.sysfs_root,
                           tools=args.tools, timeout_s=args.timeout,
                           spdk_socket=args.spdk_socket, gpfs_filesystems=args.gpfs_fs,

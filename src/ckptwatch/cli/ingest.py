@@ -80,14 +80,14 @@ def run(args: argparse.Namespace) -> int:
 
         local_prefect.configure(args.verbose)  # before the first import of Prefect
         with Progress("ingest", quiet=args.quiet) as progress:
-            progress.stage("starting Prefect's local server", "~15 s the first time")
+            progress.stage("starting the local flow server", "~15 s the first time")
             server = local_prefect.start_local_server(args.verbose)  # boots while flow imports
             from ckptwatch.flows.ingest import dask_runner, ingest_flow
 
             flow = ingest_flow
             if args.dask:
                 flow = flow.with_options(task_runner=dask_runner(args.dask))
-            progress.stage("waiting for Prefect's local server")
+            progress.stage("waiting for the local flow server")
             with local_prefect.local_server(server), progress.hook():
                 progress.stage("ingest")
                 report = flow(args.raw_dir, args.lake, lock_wait_s=args.lock_wait,

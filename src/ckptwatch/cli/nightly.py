@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     Lake(args.lake)._check_root()
     local_prefect.configure(args.verbose)  # before the first import of Prefect
     with Progress("nightly") as progress:
-        progress.stage("starting Prefect's local server", "~15 s the first time")
+        progress.stage("starting the local flow server", "~15 s the first time")
         server = local_prefect.start_local_server(args.verbose)  # boots while the flow imports
         from ckptwatch.flows.ingest import dask_runner
         from ckptwatch.flows.nightly import nightly_flow, preload
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dask:
             dask_runner(args.dask)  # no prefect-dask: fail here, before Prefect starts
         preload()  # while the server boots
-        progress.stage("waiting for Prefect's local server")
+        progress.stage("waiting for the local flow server")
         try:
             with local_prefect.local_server(server), progress.hook():
                 result = nightly_flow(args.raw_dir, args.lake, config=args.config,

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from ckptwatch.cli._options import positive_float
+from ckptwatch.cli._options import positive_float, tcp_port
 from ckptwatch.settings import default_lake
 
 DEFAULT_METRICS_PORT = 9464
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     out.add_argument("--metrics-file", type=Path, default=None, metavar="PATH",
                      help="write Prometheus metrics to PATH after every scan (atomically; for "
                      "node_exporter's textfile collector, PATH ending .prom)")
-    out.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    out.add_argument("--metrics-port", type=tcp_port, default=None, metavar="PORT",
                      help=f"serve Prometheus metrics on http://HOST:PORT/metrics (the "
                      f"systemd unit uses {DEFAULT_METRICS_PORT})")
     p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
