@@ -27,6 +27,7 @@ from tests.loopback import free_port
 # Prefect imported at collection (as the other flow tests do), never first inside a test that
 # captures stderr: its console log handler keeps the stream it finds at import.
 import ckptwatch.flows.nightly as nightly_module
+import ckptwatch.ingest.discover as discover_module
 from ckptwatch.cli.main import main
 from ckptwatch.cli.nightly import render_result
 from ckptwatch.errors import (
@@ -37,7 +38,6 @@ from ckptwatch.errors import (
     RawDirError,
 )
 from ckptwatch.flows import local_prefect
-from ckptwatch.flows import run as run_module
 from ckptwatch.flows.run import (
     PLAIN_STEPS,
     NightlyResult,
@@ -283,7 +283,7 @@ def test_a_raw_dir_that_cannot_be_listed_stops_the_run_before_any_step(
     def scandir(path: Any) -> NoReturn:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(run_module.os, "scandir", scandir)
+    monkeypatch.setattr(discover_module.os, "scandir", scandir)  # check_raw_dir's
     with pytest.raises(RawDirError) as err:
         run_nightly(denied, lake, Settings(), steps=NO_STEPS)
     assert str(err.value) == f"raw directory {denied} cannot be read: Permission denied"

@@ -28,15 +28,18 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from prefect import flow, get_run_logger, task
+from prefect import Task, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
 from prefect.futures import wait
+from prefect.states import Failed, State
+from pydantic import BeforeValidator, ValidationInfo, WithJsonSchema
 
-from ckptwatch.errors import LakeError, MissingExtraError
-from ckptwatch.ingest.discover import RawFile, discover
+from ckptwatch.errors import CkptwatchError, LakeError, MissingExtraError, RawDirError
+from ckptwatch.ingest.discover import RawFile, check_raw_dir, discover
 from ckptwatch.ingest.parallel import Parsing, workers_for
 from ckptwatch.ingest.read import content_key, parse_file
 from ckptwatch.ingest.run import IngestReport, ingest_files, run_stopped
@@ -46,17 +49,58 @@ from ckptwatch.progress import progress
 from ckptwatch.settings import IngestSettings, ingest_settings
 from ckptwatch.sources.base import safe_text
 
+#: Errors a retry cannot change (a raw directory that is missing or cannot be read): a task
+#: that raised one fails at once instead of after its retries.
+PERMANENT_ERRORS: tuple[type[BaseException], ...] = (RawDirError,)
+
+
+def _not_empty(value: object, info: ValidationInfo) -> object:
+    """Refuse an empty path parameter, which ``Path`` would read as the worker's working
+    directory: what a deployment stores when ``prefect deploy`` ran without its variables."""
+    if isinstance(value, str) and not value.strip():
+        name = info.field_name or "a path parameter"
+        raise ValueError(f"{name} is empty: set CKPTWATCH_RAW and CKPTWATCH_LAKE where "
+                         "`prefect deploy --all` runs (deploy/README.md), or run with "
+                         f"--param {name}=/absolute/path")
+    return value
+
+
+#: A flow's path parameter: a ``Path`` that must not be empty (its JSON schema says so too,
+#: so the server refuses ``prefect deployment run --param raw_dir=`` before any worker runs it).
+FlowPath = Annotated[Path, BeforeValidator(_not_empty),
+                     WithJsonSchema({"type": "string", "format": "path", "minLength": 1})]
+
+
+def retry_unless_permanent(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """A task's ``retry_condition_fn``: retry unless it failed with a ``PERMANENT_ERRORS``."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:  # noqa: BLE001 - a result that cannot be read: retry as before
+        return True
+    return not isinstance(exc, PERMANENT_ERRORS)
+
+
+def failed(exc: CkptwatchError) -> Any:
+    """End the flow run Failed with ``exc``'s one line; the flow's caller gets ``exc`` raised.
+
+    Returned as a state rather than raised: Prefect logs every exception raised inside a flow
+    with its traceback, and these failures are one line each."""
+    return Failed(message=str(exc), data=exc)
+
+
 #: Batches of files (``IngestSettings.batch_files`` each) one ingest task takes at most: each
 #: task ends with its parse workers' pipeline drained, so fewer, larger tasks idle them less
 #: (on the 512-node day 17 tasks of 64 files, 5 of 256); a retry redoes at most this many.
 TASK_BATCHES = 4
 
 
-@task(retries=2, retry_delay_seconds=5, task_run_name="discover {raw_dir}", cache_policy=NO_CACHE)
+@task(retries=2, retry_delay_seconds=5, retry_condition_fn=retry_unless_permanent,
+      task_run_name="discover {raw_dir}", cache_policy=NO_CACHE)
 def discover_files(raw_dir: Path, lake_root: Path | None = None,
                    limits: IngestSettings | None = None) -> tuple[list[RawFile], list[str]]:
-    """List and recognise the raw files, never the lake's own (I/O: retried), each carrying
-    the run's ``limits``; also the notes (a lake skipped under the raw directory)."""
+    """List and recognise the raw files, never the lake's own (I/O: retried, but not for a
+    folder that cannot be read), each carrying the run's ``limits``; also the notes (a lake
+    skipped under the raw directory)."""
     notes: list[str] = []
     return discover(raw_dir, lake=lake_root, notes=notes,
                     limits=ingest_settings() if limits is None else limits), notes
@@ -140,20 +184,30 @@ def _ingest_parallel(raw_files: list[RawFile], lake_root: Path, known: set[str],
 
 
 @flow(name="ingest", flow_run_name="ingest {raw_dir}", log_prints=True)
-def ingest_flow(raw_dir: Path, lake_root: Path, lock_wait_s: float = 600.0,
+def ingest_flow(raw_dir: FlowPath, lake_root: FlowPath, lock_wait_s: float = 600.0,
                 limits: IngestSettings | None = None) -> IngestReport:
     """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root`` under
-    ``limits`` (None: the defaults and the ``CKPTWATCH_*`` variables, loaded here)."""
+    ``limits`` (None: the defaults and the ``CKPTWATCH_*`` variables, loaded here).
+
+    A raw directory that is missing or cannot be listed ends the run Failed with one line
+    before anything is created (no lake skeleton) and without retries."""
+    raw_dir, lake_root = Path(raw_dir), Path(lake_root)
+    try:
+        check_raw_dir(raw_dir)
+    except RawDirError as exc:
+        return failed(exc)
     logger = get_run_logger()
     t0 = time.monotonic()
-    raw_dir, lake_root = Path(raw_dir), Path(lake_root)
     run = ingest_settings() if limits is None else limits
     with Lake(lake_root).lock(wait_s=lock_wait_s):
         lake, recovered = prepare_lake(lake_root)
         if recovered:
             logger.warning("rolled back %d file(s) left half-ingested by an earlier run",
                            recovered)
-        files, notes = discover_files(raw_dir, lake_root, run)
+        try:
+            files, notes = discover_files(raw_dir, lake_root, run)
+        except RawDirError as exc:  # a folder under it cannot be read: one line, nothing read
+            return failed(exc)
         known = lake.manifest_keys()
         now = datetime.now(UTC)
         results: list[FileResult] = []

@@ -26,11 +26,10 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Failed
 
-from ckptwatch.errors import CkptwatchError
+from ckptwatch.errors import CkptwatchError, RawDirError
 from ckptwatch.flows import run
-from ckptwatch.flows.ingest import dask_runner, ingest_flow, pop_dask_flag
+from ckptwatch.flows.ingest import FlowPath, dask_runner, failed, ingest_flow, pop_dask_flag
 from ckptwatch.flows.run import NIGHTLY_DUCKDB_MEMORY, NightlySteps, exit_code, run_nightly
 from ckptwatch.settings import load_settings
 
@@ -74,7 +73,8 @@ write_daily_report = task(name="write_daily_report", retries=2, retry_delay_seco
 
 
 @flow(name="nightly", flow_run_name="nightly {raw_dir}", log_prints=True)
-def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, send: bool = True,
+def nightly_flow(raw_dir: FlowPath, lake_root: FlowPath, config: Path | None = None,
+                 send: bool = True,
                  report_date: date | None = None, lock_wait_s: float = 600.0,
                  dask: str | None = None, lookback_days: int = 0,
                  duckdb_memory: str | None = None, replay: bool = False) -> dict[str, Any]:
@@ -106,21 +106,16 @@ def nightly_flow(raw_dir: Path, lake_root: Path, config: Path | None = None, sen
                          deltas=materialise_counter_deltas, views=build_views,
                          check=check_lake, stalls=detect_stalls, alerts=evaluate_alerts,
                          report=write_daily_report)
-    result = run_nightly(Path(raw_dir), Path(lake_root), load_settings(config), send=send,
-                         report_date=report_date, lock_wait_s=lock_wait_s,
-                         lookback_days=lookback_days, duckdb_memory=duckdb_memory,
-                         replay=replay, steps=steps, log=get_run_logger())
+    try:
+        result = run_nightly(Path(raw_dir), Path(lake_root), load_settings(config), send=send,
+                             report_date=report_date, lock_wait_s=lock_wait_s,
+                             lookback_days=lookback_days, duckdb_memory=duckdb_memory,
+                             replay=replay, steps=steps, log=get_run_logger())
+    except RawDirError as exc:  # missing or unreadable: nothing was created, nothing to retry
+        return failed(exc)
     failure = result.failure()
-    return _failed(failure) if failure else result.to_dict()
-
-
-def _failed(exc: CkptwatchError) -> Any:
-    """End the flow run Failed with ``exc``, which the flow's caller gets raised.
-
-    Returned as a state rather than raised: Prefect logs every exception raised inside a flow
-    with its traceback, and these failures are one line each (the run did all it could).
-    """
-    return Failed(message=str(exc), data=exc)
+    # a run that got to its report and failed after it: one line each (the run did all it could)
+    return failed(failure) if failure else result.to_dict()
 
 
 def main(argv: list[str]) -> None:

@@ -28,7 +28,6 @@ The policy, in one place (the exit statuses are ``ckptwatch nightly``'s, :func:`
 from __future__ import annotations
 
 import logging
-import os
 import resource
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -43,7 +42,8 @@ import duckdb
 from ckptwatch.alerts.evaluate import AlertRun, run_alerts
 from ckptwatch.alerts.headroom import newest_checkpoint_end
 from ckptwatch.analysis.findings import StallFindings, find_stalls
-from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError, PullError, RawDirError
+from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError, PullError
+from ckptwatch.ingest.discover import check_raw_dir
 from ckptwatch.ingest.run import IngestReport, ingest, unused_metrics_lines
 from ckptwatch.lake import derived
 from ckptwatch.lake.query import connect, skipped_rows, view_files
@@ -291,22 +291,6 @@ def exit_code(failure: BaseException | None, summary: Mapping[str, Any] | None =
     if summary and summary.get("raw_files") == 0:
         return 1  # as `ckptwatch ingest` on it: an empty raw directory is a feed that stopped
     return 1 if summary and summary["failed"] else 0
-
-
-def check_raw_dir(raw_dir: Path) -> None:
-    """Raise :class:`RawDirError` unless ``raw_dir`` is a directory this process can list (a
-    directory it may not read would otherwise look empty, and the run would succeed on
-    nothing)."""
-    try:
-        with os.scandir(raw_dir) as entries:
-            next(entries, None)
-    except FileNotFoundError:
-        raise RawDirError(f"raw directory {raw_dir} does not exist") from None
-    except NotADirectoryError:
-        raise RawDirError(f"{raw_dir} is not a directory") from None
-    except OSError as exc:
-        raise RawDirError(f"raw directory {raw_dir} cannot be read: "
-                          f"{exc.strerror or exc}") from None
 
 
 # -- the run --------------------------------------------------------------------------------

@@ -251,16 +251,51 @@ def _refusal(path: Path, root: Path) -> str | None:
 
 
 def is_lake(path: Path) -> bool:
-    """True when ``path`` is a ckptwatch lake (it holds ``_manifest/`` and ``_inflight/``)."""
-    return all((path / m).is_dir() for m in LAKE_MARKERS)
+    """True when ``path`` is a ckptwatch lake (it holds ``_manifest/`` and ``_inflight/``); a
+    directory that cannot be searched is not one (the walk into it names it)."""
+    try:
+        return all((path / m).is_dir() for m in LAKE_MARKERS)
+    except OSError:
+        return False
+
+
+def check_raw_dir(raw_dir: Path) -> None:
+    """Raise :class:`RawDirError` unless ``raw_dir`` is a directory this process can list (a
+    directory it may not read would otherwise look empty, and a run would succeed on
+    nothing). Nothing is created either way."""
+    try:
+        with os.scandir(raw_dir) as entries:
+            next(entries, None)
+    except FileNotFoundError:
+        raise RawDirError(f"raw directory {raw_dir} does not exist") from None
+    except NotADirectoryError:
+        raise RawDirError(f"{raw_dir} is not a directory") from None
+    except OSError as exc:
+        raise RawDirError(f"raw directory {raw_dir} cannot be read: "
+                          f"{exc.strerror or exc}") from None
+
+
+def _unreadable(raw_dir: Path, exc: OSError) -> RawDirError:
+    """The one line for a folder under ``raw_dir`` that could not be listed."""
+    where = Path(exc.filename) if exc.filename else raw_dir
+    try:
+        rel = where.relative_to(raw_dir).as_posix()
+    except ValueError:
+        rel = str(where)
+    name = f"{rel}/ under raw directory {raw_dir}" if rel != "." else f"raw directory {raw_dir}"
+    return RawDirError(f"{name} cannot be read: {exc.strerror or exc}; nothing was ingested "
+                       "(give this user read and search permission on every folder under it)")
 
 
 def _walk(raw_dir: Path, lake: Path | None, lakes: list[Path]) -> list[Path]:
     """Every entry under ``raw_dir`` as ``rglob("*")`` lists them, sorted, without hidden
-    names and without any lake (``lake``, or a directory ``is_lake``), which go to ``lakes``."""
+    names and without any lake (``lake``, or a directory ``is_lake``), which go to ``lakes``.
+    Raises :class:`RawDirError` naming the first folder that could not be listed (its files
+    would otherwise vanish from the run)."""
     lake_real = lake.resolve() if lake is not None else None
     out: list[Path] = []
-    for top, dirs, files in os.walk(raw_dir):
+    errors: list[OSError] = []
+    for top, dirs, files in os.walk(raw_dir, onerror=errors.append):
         keep = []
         for d in sorted(dirs):
             path = Path(top, d)
@@ -273,6 +308,8 @@ def _walk(raw_dir: Path, lake: Path | None, lakes: list[Path]) -> list[Path]:
             out.append(path)
         dirs[:] = [d for d in keep if not Path(top, d).is_symlink()]
         out += [Path(top, f) for f in files if not f.startswith(".")]
+    if errors:
+        raise _unreadable(raw_dir, errors[0])
     return sorted(out)
 
 
@@ -282,14 +319,13 @@ def discover(raw_dir: Path, *, lake: Path | None = None,
     """Every raw file under ``raw_dir`` (hidden files and dirs skipped), sorted by path.
 
     Each entry is classified; a file that cannot be classified, or must not be read (see the
-    module docstring), is listed with a reason, never skipped in silence. A lake under
+    module docstring), is listed with a reason, never skipped in silence. A raw directory that
+    is missing or cannot be listed, or a folder under it that cannot be, raises
+    :class:`RawDirError` (one line naming it): nothing is read then. A lake under
     ``raw_dir`` (``lake``, or any ckptwatch lake) is skipped; ``notes`` gets one line saying so.
     Each file carries ``limits`` (``RawFile.limits``), which its read, parse and write apply.
     """
-    if not raw_dir.exists():
-        raise RawDirError(f"raw directory {raw_dir} does not exist")
-    if not raw_dir.is_dir():
-        raise RawDirError(f"{raw_dir} is not a directory")
+    check_raw_dir(raw_dir)
     root = raw_dir.resolve()
     out = []
     trees: set[Path] = set()
