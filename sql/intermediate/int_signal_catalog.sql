@@ -3,7 +3,10 @@
 -- canonical counter / metric names of one lake table. Families: pause (PFC / link pause frames),
 -- xmit_wait (InfiniBand PortXmitWait), cnp (congestion notifications, ECN marks), traffic
 -- (bytes moved), gc (drive / target garbage collection: media vs host writes, busy time,
--- gc_active), free_blocks, metadata. The first matching rule (lowest rule_order) wins.
+-- gc_active, background_active.<kind>), free_blocks, metadata. The first matching rule (lowest
+-- rule_order) wins. Two more families are no raw metric of a table but interval means of the
+-- pool (int_pool_interval_means, added by int_signal_samples): write_latency (write_latency_ms)
+-- and queue (queue_depth, queue_wait_ms, active_requests).
 -- Whether a series is a counter or a gauge is not decided here (see stg_metric_names).
 create or replace view int_signal_catalog as
 with
@@ -37,6 +40,10 @@ rules as (
             (22, 'pool_metrics', 'metadata_.*', 'metadata',
                 'metadata service latency and operations'),
             (23, 'pool_metrics', 'write_bytes', 'traffic', 'bytes written to the target'),
+            (24, 'pool_metrics', 'background_active([.].+)?', 'gc',
+                'background work on the target, its kind after the dot (gc, aggregation, '
+                || 'compaction, scrub, rebuild, restripe): GC-like when on the slow ranks'' '
+                || 'targets only'),
     ) as rules (rule_order, source_table, signal_pattern, family, description)
 ),
 

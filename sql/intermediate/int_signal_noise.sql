@@ -18,7 +18,7 @@
 -- (host, family, signal_group, device, port, signal); kind; n_samples (the values x it rests
 -- on); median_interval_s; median_x (counters: the median interval rate, gauges: the median
 -- value); mad_x (the median of |x - median_x|); source_table (the lake table of its samples: a
--- series' host, device and port are of one table); first_ts, last_ts: the time it spans (the
+-- series' host, device and port are of one table); pool (a pool series' pool); first_ts, last_ts: the time it spans (the
 -- start of its first counted interval, its last sample), which stall_coverage reads. x is a
 -- counter's rate_per_s over its intervals that are no reset (a reset interval's rate is the
 -- restarted counter's value over the interval: not the series' rate), a gauge's value. One
@@ -45,6 +45,7 @@ series_values as (
         signal,
         kind,
         source_table,
+        pool,
         ts,
         prev_ts,
         interval_s,
@@ -65,6 +66,7 @@ series_lists as (
         signal,
         any_value(kind) as kind,
         any_value(source_table) as source_table,
+        any_value(pool) as pool,
         count(x) as n_samples,
         median(interval_s) as median_interval_s,
         min(coalesce(prev_ts, ts)) as first_ts,
@@ -87,6 +89,32 @@ final as (
         * exclude (xs),
         list_aggregate(list_transform(xs, lambda v: abs(v - median_x)), 'median') as mad_x,
     from series_medians
+)
+
+select * from final;
+
+-- int_pool_services(): one row per (pool, host) of the pool telemetry int_signal_series() holds:
+-- is_metadata_service when the host carries metadata signals and nothing of the data path (no
+-- writes, GC or background work: only metadata and queue series): a Lustre MDT (fs-MDT0000),
+-- an MDS, a DAOS pool service. A target that carries both (the long CSV's targets) is a data
+-- target, whose metadata series attribution reads as before. The one rule: stall_signals and
+-- stall_coverage look for a stall's metadata evidence on the metadata services of its data
+-- targets' pools, besides its data targets.
+create or replace macro int_pool_services() as table
+with
+series as (
+    select * from int_signal_series()
+    where source_table = 'pool_metrics' and pool is not null
+),
+
+final as (
+    select
+        pool,
+        host,
+        bool_or(family = 'metadata') and bool_and(family in ('metadata', 'queue'))
+            as is_metadata_service,
+    from series
+    group by pool, host
 )
 
 select * from final;

@@ -1,7 +1,9 @@
 -- int_signal_samples: one row per sample of an attribution signal (see int_signal_catalog),
 -- counters and gauges in one long form, each with the sampling interval it closes:
 -- (prev_ts, ts]. Counters carry delta / rate_per_s / reset / saturated from stg_counter_deltas;
--- gauges carry value. host = node for fabric and SMART, = target for pool telemetry.
+-- gauges carry value. host = node for fabric and SMART, = target for pool telemetry. The pool's
+-- interval means (write latency, metadata latency from its counters, queue) join them as gauges
+-- (pool_means below).
 --
 -- Two table macros beside the view (a macro, not a view, so that
 -- ckptwatch.lake.seam.pinned_views can have every reader read one computed table):
@@ -136,10 +138,55 @@ counters as (
     where not counter_deltas.invalid  -- not a reading; the next sample's interval spans it
 ),
 
+-- The pool's interval means (int_pool_interval_means, the one place they are computed) as
+-- gauge samples of their own families: write_latency (write_latency_ms) and queue
+-- (queue_depth, queue_wait_ms, active_requests) from the counters or the source's own mean;
+-- metadata_latency_ms only from the counters (Δmetadata_latency_us_total /
+-- Δmetadata_ops_total): a source's metadata_latency_ms gauge is a catalog signal already
+-- (gauges above). The unqualified aggregate only: per-operation, per-job (.job=) and
+-- block-device (.disk) rows are the pool's detail, not a second series of the target. A
+-- gauge-source mean closes the interval since the series' previous reading.
+pool_means_read as (
+    select * from int_pool_interval_means
+    where
+        qualifier is null
+        and value is not null
+        and (source = 'counters' or signal <> 'metadata_latency_ms')
+),
+
+pool_means as (
+    select
+        'pool_metrics' as source_table,
+        case
+            when signal = 'write_latency_ms' then 'write_latency'
+            when signal = 'metadata_latency_ms' then 'metadata'
+            else 'queue'
+        end as family,
+        signal,
+        'gauge' as kind,
+        target as host,
+        cast(null as varchar) as device,
+        cast(null as varchar) as port,
+        pool,
+        ts,
+        coalesce(prev_ts, lag(ts) over (
+            partition by pool, target, signal, source order by ts
+        )) as prev_ts,
+        cast(null as double) as interval_s,
+        value,
+        cast(null as double) as delta,
+        cast(null as double) as rate_per_s,
+        reset,
+        false as saturated,
+    from pool_means_read
+),
+
 final as (
     select * from counters
     union all
     select * from gauges
+    union all
+    select * replace (epoch(ts - prev_ts) as interval_s) from pool_means
 )
 
 select * from final;

@@ -62,13 +62,33 @@ looked_at as (
         or not bool_or(coalesce(ranks.is_slow, false)) over (partition by ranks.job_id, ranks.step)
 ),
 
+-- A striped record's targets are joined by commas; the metadata services of their pools
+-- (int_pool_services(): an MDT, a DAOS pool service) carry their metadata telemetry.
+looked_at_targets as (
+    select distinct job_id, step, trim(unnest(string_split(target_host, ','))) as host,
+    from looked_at
+    where target_host is not null
+),
+
+pool_services as (
+    select * from int_pool_services()
+),
+
 host_roles as (
     select distinct job_id, step, node as host, 'node' as role, leaf_switch,
     from looked_at
     union
-    select distinct job_id, step, target_host as host, 'target' as role, null as leaf_switch,
-    from looked_at
-    where target_host is not null
+    select job_id, step, host, 'target' as role, null as leaf_switch,
+    from looked_at_targets
+    where host <> ''
+    union
+    select looked_at_targets.job_id, looked_at_targets.step, services.host,
+        'metadata_service' as role, null as leaf_switch,
+    from looked_at_targets
+    inner join pool_services as data_targets on looked_at_targets.host = data_targets.host
+    inner join pool_services as services
+        on data_targets.pool = services.pool
+        and services.is_metadata_service
 ),
 
 host_windows as (
@@ -114,8 +134,8 @@ reached as (
             as smart,
         coalesce(bool_or(feeds.feed = 'pool_gc'), false) and host_windows.role = 'target'
             as pool_gc,
-        coalesce(bool_or(feeds.feed = 'pool_metadata'), false) and host_windows.role = 'target'
-            as pool_metadata,
+        coalesce(bool_or(feeds.feed = 'pool_metadata'), false)
+        and host_windows.role in ('target', 'metadata_service') as pool_metadata,
     from host_windows
     cross join settings
     left join feeds

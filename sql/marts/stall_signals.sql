@@ -27,8 +27,12 @@
 -- the host's median of it (int_signal_wa_noise(), as int_signal_noise's); level_min / level_max: the
 -- lowest and highest interval ratio.
 -- Host roles: is_rank_node (ran ranks), is_target (received writes: a pool target, or the node
--- of a local device '<node>:<device>'), is_slow_host (a slow rank of stall_ranks ran or wrote
--- there).
+-- of a local device '<node>:<device>'; a striped record's targets, joined by commas, each),
+-- is_metadata_service (a metadata service of the pool of the ranks' targets:
+-- int_pool_services(); no rank on it), is_slow_host (a slow rank of stall_ranks ran or wrote
+-- there). Pool interval means (int_signal_samples): write_latency_ms (family write_latency),
+-- queue_depth / queue_wait_ms / active_requests (family queue), metadata_latency_ms from the
+-- pool's counters (family metadata), as gauges.
 create or replace view stall_signals as
 with
 stalls as (
@@ -47,13 +51,52 @@ node_leaves as (
     select * from int_node_leaves
 ),
 
-rank_hosts as (
-    select job_id, step, node as host, true as is_rank_node, false as is_target, is_slow,
-    from ranks
-    union all
-    select job_id, step, target_host as host, false as is_rank_node, true as is_target, is_slow,
+-- A striped record names its targets joined by commas (fs-OST0001,fs-OST0002): the rank
+-- wrote to each.
+rank_targets as (
+    select
+        job_id,
+        step,
+        is_slow,
+        trim(unnest(string_split(target_host, ','))) as host,
     from ranks
     where target_host is not null
+),
+
+pool_services as (
+    select * from int_pool_services()
+),
+
+-- The metadata services (int_pool_services()) of the pools the ranks' targets belong to: where
+-- a striped file system keeps its metadata (an MDT, a DAOS pool service), not a data target.
+metadata_hosts as (
+    select distinct
+        rank_targets.job_id,
+        rank_targets.step,
+        services.host,
+    from rank_targets
+    inner join pool_services as data_targets on rank_targets.host = data_targets.host
+    inner join pool_services as services
+        on data_targets.pool = services.pool
+        and services.is_metadata_service
+),
+
+rank_hosts as (
+    select
+        job_id, step, node as host, true as is_rank_node, false as is_target,
+        false as is_metadata_service, 1 as n_ranks, is_slow,
+    from ranks
+    union all
+    select
+        job_id, step, host, false as is_rank_node, true as is_target,
+        false as is_metadata_service, 1 as n_ranks, is_slow,
+    from rank_targets
+    where host <> ''
+    union all
+    select
+        job_id, step, host, false as is_rank_node, false as is_target,
+        true as is_metadata_service, 0 as n_ranks, false as is_slow,
+    from metadata_hosts
 ),
 
 host_roles as (
@@ -63,7 +106,8 @@ host_roles as (
         host,
         bool_or(is_rank_node) as is_rank_node,
         bool_or(is_target) as is_target,
-        count(*) as n_ranks,
+        bool_or(is_metadata_service) as is_metadata_service,
+        cast(sum(n_ranks) as bigint) as n_ranks,
         count(*) filter (where is_slow) as n_slow_ranks,
     from rank_hosts
     group by job_id, step, host
@@ -252,6 +296,7 @@ final as (
         per_group.host,
         host_roles.is_rank_node,
         host_roles.is_target,
+        host_roles.is_metadata_service,
         host_roles.n_ranks,
         host_roles.n_slow_ranks,
         host_roles.n_slow_ranks > 0 as is_slow_host,

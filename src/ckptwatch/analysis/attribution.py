@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ckptwatch.analysis.stalls import FEATURES, Z_ELEVATED
+from ckptwatch.analysis.stalls import FEATURES, POOL_WIDE_SHARE, Z_ELEVATED
 
 CAUSES = ("gc", "metadata", "fabric_pause")
 #: Telemetry was there and no cause stands out.
@@ -101,6 +101,47 @@ def _strength(z: float) -> float:
     return _clip(math.log10(1.0 + max(z, 0.0)) / 2.5)
 
 
+def _queue_lines(rows: list[dict[str, Any]], where: str) -> list[str]:
+    """Evidence lines of the queue rows of ``stalls._queue_up`` (at most two)."""
+    unit = {"queue_depth": "requests", "queue_wait_ms": "ms"}
+    return [f"{r['signal'].replace('_', ' ')} on {r['host']} ({where}): {r['level']:.1f} vs "
+            f"{r['base']:.1f} {unit.get(r['signal'], '')} median, {r['z']:.0f} sigma above its "
+            "own noise" for r in rows[:2]]
+
+
+def _queue_boost(rows: list[dict[str, Any]]) -> float:
+    """Queue depth / wait up where a cause points raise its score by up to a quarter: a queue
+    grows behind any slow target, so it is supporting evidence, never a cause alone."""
+    return 1.0 + 0.25 * max((_strength(r["z"]) for r in rows), default=0.0)
+
+
+def _pool_wide(f: Mapping[str, Any]) -> str | None:
+    """The note that the pool's write latency is up on most of the job's targets, or None."""
+    up, n = f.get("write_latency_up") or [], f.get("write_latency_n_targets") or 0
+    if not n or f.get("write_latency_share_up", 0.0) <= POOL_WIDE_SHARE:
+        return None
+    # Hook for pool saturation (issue 45): write latency up on most of the job's targets is the
+    # pool as a whole, no cause of CAUSES; it is named here and supports nothing.
+    return (f"pool write latency up on {len(up)}/{n} of the job's targets ({_hosts(up)}): the "
+            "pool as a whole is slow, not GC on the slow ranks' targets")
+
+
+def pool_notes(f: Mapping[str, Any]) -> list[str]:
+    """What the pool's write latency says when it supports no cause: up on most of the job's
+    targets (the pool as a whole), or up on the slow ranks' targets with no background-work
+    telemetry to show GC (Lustre reports none)."""
+    wide = _pool_wide(f)
+    out = [] if wide is None else [wide]
+    if wide is None and f.get("write_latency_slow_up") and not f.get("background_slow") \
+            and f.get("gc_active_slow", 0.0) <= 0 and f.get("wa_z_slow", 0.0) < Z_ELEVATED:
+        out.append(f"pool write latency up on the slow ranks' targets "
+                   f"({_hosts(f['write_latency_slow_up'])}): "
+                   f"{f['write_latency_ms_slow']:.1f} ms vs {f['write_latency_base_ms']:.2f} "
+                   "ms median, but the pool reports no background work there (no GC "
+                   "telemetry): gc cannot be confirmed")
+    return out
+
+
 def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
     """Rule score, support and evidence of each cause for one stall's features.
 
@@ -150,9 +191,25 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
                    0.75 * _strength(busy_z))
     concentration = 0.5 + 0.5 * _clip(f["target_purity"])
     gc_score = strength * _clip(sep) * data_side * concentration
+    # The pool's write latency up on a few targets, the slow ranks', and their queues back
+    # GC evidence up (raise the score); never a support alone: a target is slow for many
+    # reasons, and Lustre reports no GC to tell which (pool_notes says so).
+    wl_few = (bool(f.get("write_latency_slow_up"))
+              and f.get("write_latency_separation", 0.0) >= SEPARATION_SUPPORT
+              and f.get("write_latency_share_up", 0.0) <= POOL_WIDE_SHARE)
+    if gc_support:
+        if wl_few:
+            gc_score = min(1.0, gc_score * (1.0 + 0.25 * _strength(f["write_latency_z_slow"])))
+        gc_score = min(1.0, gc_score * _queue_boost(f.get("queue_slow") or []))
     ev = []
     targets = f.get("slow_targets") or []
-    if gca > 0:
+    for b in (f.get("background_slow") or [])[:3]:
+        if b["signal"] == "gc_active":
+            continue  # its own line below
+        ev.append(f"{b['kind']} on {b['host']}: {b['level']:.2f} of the window (others "
+                  f"{b['others']:.2f}), {b['z']:.0f} sigma above its own noise")
+    # gc_active's own line, as the pool's gc flag reads (background_active kinds: lines above)
+    if gca > 0 and set(f.get("background_signals") or ["gc_active"]) == {"gc_active"}:
         ev.append(f"gc_active on the slow ranks' targets ({_hosts(targets)}): {gca:.2f} of the "
                   f"window (others {gca - f['gc_active_contrast']:.2f})")
     if wz >= Z_ELEVATED and f.get("wa_detail"):
@@ -179,6 +236,17 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
                   f"(purity {f['target_purity']:.2f})")
     if max(wz, gca_z, busy_z) >= Z_ELEVATED and sep < SEPARATION_SUPPORT:
         ev.append("as high on targets the fast ranks use: not specific to the slow ranks")
+    if gc_support and wl_few:
+        ev.append(f"pool write latency on {_hosts(f['write_latency_slow_up'])}: "
+                  f"{f['write_latency_ms_slow']:.1f} ms vs {f['write_latency_base_ms']:.2f} ms "
+                  f"median, {f['write_latency_z_slow']:.0f} sigma above its own noise, on "
+                  f"{len(f.get('write_latency_up') or [])}/{f['write_latency_n_targets']} of "
+                  "the job's targets")
+    if gc_support:
+        ev += _queue_lines(f.get("queue_slow") or [], "a slow ranks' target")
+    wide = _pool_wide(f)
+    if wide is not None:
+        ev.append(wide)
     out.append(CauseVerdict("gc", gc_score, gc_support, gc_score, evidence=ev))
 
     # metadata: pool metadata latency out of its noise; open/close time up across many ranks.
@@ -189,11 +257,17 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
         share >= 0.7 and f["slow_frac"] >= 0.5 and f["has_phases"] > 0)
     md_score = max(_strength(mz) * (0.3 + 0.7 * share) * float(time_there),
                    0.6 * share * f["slow_frac"] * f["has_phases"])
+    if md_support:
+        md_score = min(1.0, md_score * _queue_boost(f.get("queue_metadata") or []))
     ev = []
     if mz >= Z_ELEVATED:
-        ev.append(f"pool metadata latency {f['metadata_latency_ms']:.1f} ms vs "
+        on = (f" on {f['metadata_host']} (the pool's metadata service)"
+              if f.get("metadata_on_service") else "")
+        ev.append(f"pool metadata latency{on} {f['metadata_latency_ms']:.1f} ms vs "
                   f"{f['metadata_latency_base_ms']:.2f} ms median, {mz:.0f} sigma above its "
                   "own noise")
+    if md_support:
+        ev += _queue_lines(f.get("queue_metadata") or [], "the metadata service")
     if f["has_phases"] and share >= 0.3:
         ev.append(f"{share:.0%} of the slow ranks' extra time in open/close, "
                   f"{f['slow_frac']:.0%} of ranks slow")
@@ -404,7 +478,7 @@ def attribute_one(f: Mapping[str, Any], proba: Mapping[str, float] | None = None
         unknown = CauseVerdict(UNKNOWN, top if p_unknown is None else 0.5 * (top + p_unknown),
                                True, top, p_unknown,
                                ["no signal of gc, metadata or a fabric pause stands out on the "
-                                "slow ranks' hosts during the window", *gaps])
+                                "slow ranks' hosts during the window", *pool_notes(f), *gaps])
         ranked = [unknown, *ranked]
     elif gaps:
         ranked[0].evidence = [*ranked[0].evidence, *gaps]

@@ -72,8 +72,10 @@ FEATURE_DOCS = {
     "fabric_log_contrast": "log10 of the top slow node's pause rate over the other nodes' "
                            "highest (each +1 /s)",
     "fabric_log_rate_slow": "log10 of the top slow node's pause / PortXmitWait rate (+1 /s)",
-    "gc_active_slow": "mean gc_active on the slow ranks' targets during the window (max)",
-    "gc_active_contrast": "that minus gc_active on the other targets",
+    "gc_active_slow": "mean gc_active or background_active.<kind> (the pool's background work: "
+                      "gc, aggregation, compaction, scrub, rebuild, restripe) on the slow "
+                      "ranks' targets during the window (max)",
+    "gc_active_contrast": "that minus the same on the other targets",
     "wa_z_slow": "write amplification (OCP media vs SMART host bytes written) on the slow ranks' "
                  "drives over the intervals of their common time base (the sparser tool's "
                  "samples, the other interpolated) that overlap the window: robust z-score "
@@ -95,7 +97,8 @@ FEATURE_DOCS = {
     "has_fabric": "1 when the slow ranks' nodes have pause / PortXmitWait telemetry",
     "has_wa": "1 when the slow ranks' drives have a write amplification in the window (media "
               "and host bytes written on a common time base)",
-    "has_pool": "1 when the job's targets have pool telemetry (gc_active, metadata latency)",
+    "has_pool": "1 when the job's targets or their pool's metadata service have pool "
+                "telemetry (gc_active, background work, metadata latency)",
 }
 
 #: A series' noise is at least this much (absolute, in the signal's unit; or this share of its
@@ -105,6 +108,9 @@ NOISE_FLOOR: dict[str, tuple[float, float]] = {
     "gc_active": (0.05, 0.0), "free_blocks_pct": (0.5, 0.02),
     "write_amplification": (0.01, 0.005), "metadata_latency_ms": (0.02, 0.05),
     "controller_busy_time_min": (1e-4, 0.05),
+    # the pool's own reports: background work (any kind, as gc_active), interval means
+    "background_active": (0.05, 0.0), "write_latency_ms": (0.05, 0.05),
+    "queue_depth": (0.5, 0.05), "queue_wait_ms": (0.05, 0.05), "active_requests": (0.5, 0.05),
 }
 #: Hosts doing the same work in the same window differ by this much (absolute, or this share
 #: of their median) before one stands out of the others: rates by a quarter, write
@@ -115,7 +121,21 @@ CONTRAST_FLOOR: dict[str, tuple[float, float]] = {
     # busy minutes per second: a tenth of the controller's time (5 sigma: half its time more
     # than the other drives), so the counter's whole-minute steps stand out of nothing
     "controller_busy_time_min": (1.0 / 600.0, 0.25),
+    "background_active": (0.05, 0.0), "write_latency_ms": (0.1, 0.25),
+    "queue_depth": (1.0, 0.25), "queue_wait_ms": (0.1, 0.25),
 }
+#: Signals that share a noise and contrast floor under their base name: background work of
+#: every kind (background_active.rebuild, …) is an activity level in 0..1.
+_FLOOR_BASES = ("background_active",)
+#: Pool write latency up on more than this share of the job's targets is the pool as a whole,
+#: not GC on the slow ranks' targets (``features_of``: ``write_latency_share_up``).
+POOL_WIDE_SHARE = 0.5
+
+
+def floor_key(signal: str) -> str:
+    """The name a signal's ``NOISE_FLOOR`` / ``CONTRAST_FLOOR`` is listed under."""
+    base = signal.split(".", 1)[0]
+    return base if base in _FLOOR_BASES else signal
 #: Signals that stand out only against the other hosts in the same window, never by their own
 #: noise alone: a drive's busy time grows with the checkpoint's own writes, so every drive
 #: being written to is far above its idle median; only a drive busier than the drives of the
@@ -152,10 +172,11 @@ def _max(df: pl.DataFrame, col: str, default: float) -> float:
 def robust_z(level: pl.Expr, median: pl.Expr, mad: pl.Expr, signal: pl.Expr) -> pl.Expr:
     """How many robust standard deviations (1.4826 x MAD, at least the signal's
     ``NOISE_FLOOR``) ``level`` stands above ``median``; 0 where either is unknown."""
-    floor_abs = signal.replace_strict({k: v[0] for k, v in NOISE_FLOOR.items()}, default=1e-9,
-                                      return_dtype=pl.Float64)
-    floor_rel = signal.replace_strict({k: v[1] for k, v in NOISE_FLOOR.items()}, default=0.05,
-                                      return_dtype=pl.Float64)
+    key = signal.str.replace(r"^(background_active)\..*$", "$1")
+    floor_abs = key.replace_strict({k: v[0] for k, v in NOISE_FLOOR.items()}, default=1e-9,
+                                   return_dtype=pl.Float64)
+    floor_rel = key.replace_strict({k: v[1] for k, v in NOISE_FLOOR.items()}, default=0.05,
+                                   return_dtype=pl.Float64)
     sigma = pl.max_horizontal(1.4826 * mad.fill_null(0.0), floor_abs,
                               floor_rel * median.abs().fill_null(0.0))
     return ((level - median) / sigma).fill_nan(None).fill_null(0.0)
@@ -208,10 +229,11 @@ def _standing_out(df: pl.DataFrame, slow: set[str]) -> dict[str, bool]:
         fast = g.filter(~pl.col("host").is_in(list(slow)))["level"].drop_nulls().drop_nans()
         if not fast.len() and signal in CONTRAST_ONLY:
             continue
-        a, r = CONTRAST_FLOOR.get(str(signal), (0.0, 0.25))
+        key = floor_key(str(signal))
+        a, r = CONTRAST_FLOOR.get(key, (0.0, 0.25))
         med = float(fast.median()) if fast.len() else 0.0  # type: ignore[arg-type]
         mad = float((fast - med).abs().median()) if fast.len() else 0.0  # type: ignore[arg-type]
-        sigma = max(1.4826 * mad, a, r * abs(med), NOISE_FLOOR.get(str(signal), (1e-9, 0))[0])
+        sigma = max(1.4826 * mad, a, r * abs(med), NOISE_FLOOR.get(key, (1e-9, 0))[0])
         for host, level, z in zip(g["host"], g["level"], g["z"], strict=True):
             if level is None or z is None:
                 continue
@@ -220,19 +242,87 @@ def _standing_out(df: pl.DataFrame, slow: set[str]) -> dict[str, bool]:
     return out
 
 
+def rank_targets(ranks: pl.DataFrame) -> pl.DataFrame:
+    """``ranks`` with one row per rank and target: a striped record names its targets joined by
+    commas (``fs-OST0001,fs-OST0002``); ``rank_row`` numbers the rank's row."""
+    return ranks.with_row_index("rank_row").with_columns(
+        pl.col("target_host").str.split(",").list.eval(pl.element().str.strip_chars())
+    ).explode("target_host")
+
+
 def _separation(stands_out: Mapping[str, bool], ranks: pl.DataFrame, col: str) -> float:
     """Share of the slow ranks whose host (``col``: node or target host, among hosts with the
     signal) stands out, minus that share of the other ranks: 1 when the signal singles out
-    exactly the slow ranks, 0 or below when healthy ranks sit on hosts that show it as much."""
+    exactly the slow ranks, 0 or below when healthy ranks sit on hosts that show it as much.
+    ``ranks`` may hold a rank once per target (``rank_targets``): a rank stands out when one of
+    its targets does."""
     r = ranks.filter(pl.col(col).is_in(list(stands_out)))
     if r.height == 0:
         return 0.0
-    out = r[col].replace_strict(dict(stands_out), return_dtype=pl.Boolean)
+    r = r.with_columns(pl.col(col).replace_strict(dict(stands_out), return_dtype=pl.Boolean)
+                       .alias("_out"))
+    if "rank_row" in r.columns:
+        r = r.group_by("rank_row").agg(pl.col("_out").any(), pl.col("is_slow").first())
+    out = r["_out"]
     slow = r["is_slow"].fill_null(False)
     n_slow, n_fast = int(slow.sum()), int((~slow).sum())
     s_share = int((out & slow).sum()) / n_slow if n_slow else 0.0
     f_share = int((out & ~slow).sum()) / n_fast if n_fast else 0.0
     return s_share - f_share
+
+
+def _background_detail(gca: pl.DataFrame, slow: set[str]) -> list[dict[str, Any]]:
+    """Background work (``gc_active``, ``background_active.<kind>``) that stands out of its
+    own noise on the slow ranks' targets, highest first: kind, host, level in the window, the
+    same kind's highest level on the other targets, z."""
+    out = []
+    for r in gca.filter(pl.col("host").is_in(list(slow)) & (pl.col("z") >= Z_ELEVATED)) \
+            .sort(["z", "host"], descending=[True, False]).iter_rows(named=True):
+        sig = str(r["signal"])
+        kind = sig.split(".", 1)[1] if "." in sig else ("gc" if sig == "gc_active"
+                                                         else "background work")
+        others = gca.filter((pl.col("signal") == sig) & ~pl.col("host").is_in(list(slow)))
+        out.append({"kind": kind, "signal": sig, "host": r["host"], "level": r["level"],
+                    "others": _max(others, "level", 0.0), "z": r["z"]})
+    return out
+
+
+def _write_latency(tgt: pl.DataFrame, by_target: pl.DataFrame,
+                   slow: set[str]) -> dict[str, Any]:
+    """The pool's write latency (interval means, ``write_latency_ms``) on the job's targets:
+    the targets where it stands out of its own noise (``write_latency_up``), their share of
+    the targets that report it (``write_latency_share_up``), the slow ranks' targets where it
+    also stands out of the other targets (``write_latency_slow_up``), the separation of that,
+    and the top slow target's level, median and z. Up on a few targets, the slow ranks': GC
+    evidence; up on most of them: the pool as a whole (``POOL_WIDE_SHARE``)."""
+    wl = tgt.filter((pl.col("signal") == "write_latency_ms") & pl.col("level").is_not_null())
+    hosts = set(wl["host"].to_list())
+    up = sorted(wl.filter(pl.col("z") >= Z_ELEVATED)["host"].unique().to_list())
+    out = _standing_out(wl.select("host", "signal", "level", "z"), slow)
+    top = wl.filter(pl.col("host").is_in(list(slow))).sort("z", descending=True).head(1)
+    return {
+        "write_latency_up": up,
+        "write_latency_share_up": len(up) / len(hosts) if hosts else 0.0,
+        "write_latency_n_targets": len(hosts),
+        "write_latency_slow_up": sorted(h for h, v in out.items() if v and h in slow),
+        "write_latency_separation": _separation(out, by_target, "target_host"),
+        "write_latency_z_slow": _max(top, "z", 0.0),
+        "write_latency_ms_slow": _max(top, "level", 0.0),
+        "write_latency_base_ms": _max(top, "median_level", 0.0),
+    }
+
+
+def _queue_up(rows: pl.DataFrame, hosts: set[str]) -> list[dict[str, Any]]:
+    """Queue depth / queue wait (the pool's interval means) that stand out of their own noise
+    on ``hosts``, and of the other hosts' where there are any (``_standing_out``): signal,
+    host, level, median, z; highest z first."""
+    q = rows.filter(pl.col("signal").is_in(["queue_depth", "queue_wait_ms"])
+                    & pl.col("level").is_not_null())
+    out = _standing_out(q.select("host", "signal", "level", "z"), hosts)
+    up = q.filter(pl.col("host").is_in([h for h, v in out.items() if v and h in hosts])
+                  & (pl.col("z") >= Z_ELEVATED)).sort(["z", "host"], descending=[True, False])
+    return [{"signal": r["signal"], "host": r["host"], "level": r["level"],
+             "base": r["median_level"] or 0.0, "z": r["z"]} for r in up.iter_rows(named=True)]
 
 
 def stall_features(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:
@@ -330,11 +420,12 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
     data = float(slow["data_excess_s"].fill_null(0).clip(lower_bound=0).sum()
                  if slow.height else 0.0)
     metadata_share = float(meta / (meta + data)) if meta + data > 0 else 0.5
-    target_purity, top_target = _purity(ranks.with_columns(pl.col("target_host")), "target_host")
+    by_target = rank_targets(ranks)
+    target_purity, top_target = _purity(by_target, "target_host")
     leaf_purity, top_leaf = _purity(ranks, "leaf_switch")
     node_purity, top_node = _purity(ranks, "node")
     slow_nodes = set(slow["node"].to_list())
-    slow_targets = set(slow["target_host"].drop_nulls().to_list())
+    slow_targets = set(by_target.filter(pl.col("is_slow"))["target_host"].drop_nulls().to_list())
     sig = _with_noise(signals, noise)
 
     # Fabric: per rank node, the larger z of pause and PortXmitWait.
@@ -356,7 +447,10 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
     in_slow = pl.col("host").is_in(list(slow_targets))
     wa = _wa_by_host(tgt)
     wa_slow = wa.filter(in_slow).sort("z", descending=True)
-    gca = tgt.filter(pl.col("signal") == "gc_active")
+    # gc_active and the pool's background work of every kind (background_active.rebuild, …):
+    # activity levels in 0..1, GC-like where they single out the slow ranks' targets.
+    gca = tgt.filter((pl.col("signal") == "gc_active")
+                     | pl.col("signal").str.starts_with("background_active"))
     busy_all = tgt.filter(pl.col("signal") == "controller_busy_time_min")
     # Busy time counts as GC evidence only where it stands out of the other targets' too
     # (CONTRAST_ONLY): busy because every rank writes is no GC.
@@ -367,6 +461,7 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
         gca.select("host", "signal", "level", "z")]), slow_targets)
     gc_out = {h: gc_out.get(h, False) or busy_out.get(h, False)
               for h in gc_out.keys() | busy_out.keys()}
+    background = _background_detail(gca, slow_targets)
     gc_slow = _max(gca.filter(in_slow), "level", 0.0)
     gc_other = _max(gca.filter(~in_slow), "level", 0.0)
     wa_best: dict[str, Any] = {}
@@ -379,13 +474,22 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
                    pl.col("signal"))).alias("drop_z"),
         (pl.col("median_level") - pl.col("level_min")).alias("drop"))
     busy = busy_all.filter(in_slow)
-    md = sig.filter((pl.col("signal") == "metadata_latency_ms") & pl.col("is_target"))
+    # Metadata is looked for where the pool keeps it: the data targets (a pool that reports
+    # metadata per target) and the metadata services of their pool (an MDT, a DAOS pool
+    # service: is_metadata_service).
+    md_host = pl.col("is_target") | (pl.col("is_metadata_service")
+                                     if "is_metadata_service" in sig.columns else pl.lit(False))
+    md = sig.filter((pl.col("signal") == "metadata_latency_ms") & md_host)
     top_md = md.sort("z", descending=True).head(1)
+    md_services = (set(sig.filter(pl.col("is_metadata_service"))["host"].to_list())
+                   if "is_metadata_service" in sig.columns else set())
+    pool_write = _write_latency(tgt, by_target, slow_targets)
+    queue_slow = _queue_up(tgt, slow_targets)
+    queue_md = _queue_up(sig.filter(md_host), md_services) if md_services else []
     tier = ranks["tier"][0] if ranks.height else None
     unfinished = (ranks.filter(pl.col("is_unfinished")) if "is_unfinished" in ranks.columns
                   else ranks.clear())
-    has_pool = float(tgt.filter(pl.col("signal").is_in(["gc_active", "metadata_latency_ms"]))
-                     .height > 0)
+    has_pool = float(gca.height > 0 or md.height > 0)
     return {
         "slow_frac": slow.height / n,
         "n_slow": slow.height,
@@ -409,7 +513,7 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
         "gc_active_slow": gc_slow,
         "gc_active_contrast": gc_slow - gc_other,
         "wa_z_slow": float(wa_best.get("z", 0.0)),
-        "wa_separation": _separation(gc_out, ranks, "target_host"),
+        "wa_separation": _separation(gc_out, by_target, "target_host"),
         "wa_rise_slow": float(wa_best["wa"] - wa_best["base"]) if wa_best else 0.0,
         "wa_detail": wa_best,
         "gc_targets_elevated": sorted(h for h, v in gc_out.items() if v and h in slow_targets),
@@ -424,6 +528,13 @@ def features_of(ranks: pl.DataFrame, signals: pl.DataFrame,
         "metadata_latency_z": _max(md, "z", 0.0),
         "metadata_latency_ms": _max(top_md, "level", 0.0),
         "metadata_latency_base_ms": _max(top_md, "median_level", 0.0),
+        "metadata_host": top_md["host"][0] if top_md.height else None,
+        "metadata_on_service": bool(top_md.height and top_md["host"][0] in md_services),
+        "background_slow": background,
+        "background_signals": sorted(set(gca["signal"].to_list())),
+        **pool_write,
+        "queue_slow": queue_slow,
+        "queue_metadata": queue_md,
         "tier_pool": 1.0 if tier == "pool" else 0.0,
         "has_topology": float(slow["leaf_switch"].drop_nulls().len() > 0),
         "has_fabric": float(fab_slow.height > 0),
