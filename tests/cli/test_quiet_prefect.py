@@ -44,6 +44,12 @@ def test_nightly_prints_only_its_own_lines_and_keeps_prefect_out_of_home(
     assert all(line.startswith("ckptwatch nightly: ") for line in done.stderr.splitlines())
     assert not (home / ".prefect").exists()
     assert (home / ".cache" / "ckptwatch" / "prefect").is_dir()
+    # nothing else in the home: matplotlib's state in the same cache (issue 46, bug 7), not
+    # ~/.config/matplotlib or ~/.cache/matplotlib
+    assert [p.name for p in home.iterdir()] == [".cache"]
+    assert [p.name for p in (home / ".cache").iterdir()] == ["ckptwatch"]
+    assert {p.name for p in (home / ".cache" / "ckptwatch").iterdir()} <= {
+        "prefect", "matplotlib", "ipython"}
     # The stdout sink's alerts reach stdout (the report says they were sent there).
     assert done.stdout.count("[FIRING:critical] CheckpointTailNearTimeout") == 1
     assert "[FIRING:critical] CheckpointTailNearTimeout job_id=hot" in done.stdout

@@ -169,6 +169,9 @@ def test_a_file_that_could_not_be_ingested_is_exit_1_and_the_run_goes_on(
     # named with its reason: the command's summary prints these
     assert [f["file"] for f in out["failed_files"]] == ["checkpoints/z.jsonl.gz"]
     assert out["failed_files"][0]["reason"]
+    summary = render_result(out, raw, tmp_path / "lake").splitlines()
+    assert [line for line in summary if line.startswith("  FAILED ")] == [
+        f"  FAILED checkpoints/z.jsonl.gz: {out['failed_files'][0]['reason']}"]
     assert result.failure() is None and result.exit_code == 1
     assert exit_code(None, {**out, "failed": 0}) == 0
     # a dry run: the alert is due, nothing is sent or written
