@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,15 @@ from ckptwatch.cli.main import main
 from ckptwatch.lake.store import Lake
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+#: A progress line a long command writes to stderr in a log (``cli/_progress.py``):
+#: "ckptwatch nightly: [3 s] views…".
+PROGRESS_LINE = re.compile(r"^ckptwatch [\w-]+: \[\d+ s\] ")
+
+
+def without_progress(err: str) -> list[str]:
+    """``err``'s lines other than progress lines: what a command said besides how far it got."""
+    return [line for line in err.splitlines() if not PROGRESS_LINE.match(line)]
 
 CHECKPOINT_JSONL = [
     {"job_id": "j1", "step": 100, "rank": r, "node": f"n{r // 2}", "tier": "pool",

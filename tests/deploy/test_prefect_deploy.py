@@ -30,12 +30,14 @@ from tests.conftest import PROJECT_ROOT, write_raw_dir
 import ckptwatch.ingest.discover as discover_module
 from ckptwatch.errors import RawDirError
 from ckptwatch.ingest.discover import discover
+from ckptwatch.lake.store import Lake
 
 BIN = Path(sys.executable).parent
 #: Capabilities that let root read what its mode forbids (a worker under its own user has none).
 READ_OVERRIDE = "-dac_override,-dac_read_search"
-#: The whole test's budget: every flow run must have ended by then (the runs take ~30 s).
-RUNS_TIMEOUT_S = 75
+#: The test's bound: every flow run must have ended this long after the test began (deploy
+#: ~20 s and the five runs ~50 s on a loaded 2-core machine; ~45 s in all when idle).
+RUNS_TIMEOUT_S = 120
 
 
 def prefect(env: dict[str, str], *args: str, timeout: float = 60) -> str:
@@ -230,8 +232,8 @@ def test_prefect_yaml_deploys_and_runs_on_a_process_worker(
         assert states[case].is_completed(), (case, states[case].message)
         assert (lakes[case] / "_manifest").is_dir()
         assert list((lakes[case] / "checkpoint_writes").rglob("*.parquet")), case
-    reports = list((lakes["nightly"] / "reports").glob("*/report.html"))
-    assert len(reports) == 1 and (reports[0].parent / "report.json").is_file()
+    day = lakes["nightly"] / "reports" / "2026-11-28"  # the checkpoints' day (conftest)
+    assert (day / "report.html").is_file() and (day / "report.json").is_file()
 
     failures = {
         "missing": f"raw directory {missing} does not exist",
@@ -250,9 +252,7 @@ def test_prefect_yaml_deploys_and_runs_on_a_process_worker(
     assert not lakes["missing"].exists() and not lakes["locked"].exists()
     # the partly readable one: discovery failed once, nothing was ingested
     assert [t.name.split(" ")[0] for t in runs[ids["partly"]][1]] == ["discover"]
-    assert not list(lakes["partly"].rglob("*.parquet"))
-    print(f"prefect deploy test: {time.monotonic() - t0:.1f} s")
-    assert time.monotonic() - t0 < 90
+    assert Lake(lakes["partly"]).manifest_keys() == set()
 
 
 @pytest.mark.prefect

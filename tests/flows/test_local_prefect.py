@@ -3,6 +3,7 @@ stdout sink inside a flow, and which report ``reports/latest`` holds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -118,11 +119,48 @@ def test_nightly_with_a_dead_server_prints_one_line_and_exits_2(
     rc = main(["nightly", str(raw_dir), "--lake", str(tmp_path / "lake")])
     err = capsys.readouterr().err
     assert rc == 2
-    lines = err.splitlines()
-    assert len(lines) == 2 and "Traceback" not in err
-    assert lines[0].startswith(f"ckptwatch nightly: running the nightly flow on {raw_dir}")
-    assert lines[1].startswith("ckptwatch nightly: error: Prefect's local server did not start "
-                               "(Timed out while attempting to connect")
+    *progress, last = err.splitlines()
+    assert "Traceback" not in err
+    assert [line.split("] ", 1)[1] for line in progress] == [
+        "starting the local flow server: ~15 s the first time",
+        "waiting for the local flow server…"]
+    assert last.startswith("ckptwatch nightly: error: Prefect's local server did not start "
+                           "(Timed out while attempting to connect")
+
+
+class _RecordingServer:
+    """A server that starts at once and records its stop."""
+
+    api_url = "http://127.0.0.1:9/api"
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def start(self, timeout: int | None = None) -> None:
+        self.calls.append("start")
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_clients_are_drained_before_the_server_stops(
+        monkeypatch: pytest.MonkeyPatch, fails: bool) -> None:
+    """Prefect's log and event clients send what they hold while the server still answers,
+    whether the block ends or raises: drained at exit instead, they retry a stopped server
+    for about a minute and print "Error logging to API" (issue 46, bug 8)."""
+    calls: list[str] = []
+    monkeypatch.setattr(local_prefect, "drain_clients", lambda: calls.append("drain"))
+    expected = pytest.raises(RuntimeError) if fails else contextlib.nullcontext()
+    with expected, local_prefect.local_server(_RecordingServer(calls)):
+        calls.append("flow")
+        if fails:
+            raise RuntimeError("the flow failed")
+    assert calls == ["start", "flow", "drain", "stop"]
+
+
+def test_drain_clients_returns_when_no_client_started() -> None:
+    local_prefect.drain_clients(timeout_s=1)  # nothing queued: returns at once, raises nothing
 
 
 def test_verbose_flag_on_every_command_that_starts_prefect() -> None:

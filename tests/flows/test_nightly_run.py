@@ -377,6 +377,18 @@ def test_the_command_prints_the_summary_then_the_sink_failure_and_exits_1(
     assert last.startswith("ckptwatch nightly: alerts not delivered: jsonl: cannot append")
 
 
+def test_the_command_on_an_empty_raw_dir_says_so_and_exits_1_as_ingest_does(
+        command: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "raw").mkdir()
+    rc = main(["nightly", str(tmp_path / "raw"), "--lake", str(tmp_path / "lake"), "--no-send"])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert out.startswith(f"nightly {tmp_path / 'raw'} -> {tmp_path / 'lake'}\n  ingest: 0 file(s)")
+    assert err.splitlines()[-1] == (
+        f"ckptwatch nightly: no raw files found under {tmp_path / 'raw'} (expected "
+        "checkpoints/, jobs/, smart/, fabric/, pool/ or topology.csv; see docs/formats.md)")
+
+
 def test_the_command_says_a_failed_pull_in_one_line_and_exits_2(
         command: None, raw_dir: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:

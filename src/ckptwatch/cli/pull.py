@@ -73,13 +73,15 @@ def run(args: argparse.Namespace) -> int:
     """Pull and print the summary."""
     from ckptwatch.cli._progress import Progress
     from ckptwatch.errors import UsageError
-    from ckptwatch.pull.prometheus import pull_prometheus
+    from ckptwatch.pull.prometheus import check_range, pull_prometheus
     from ckptwatch.settings import load_settings
 
     if args.since is not None and args.until is None:
         raise UsageError("--since needs --until (or use --around-checkpoints)")
     if args.around_checkpoints and args.until is not None:
         raise UsageError("--until goes with --since, not with --around-checkpoints")
+    if args.since is not None:
+        check_range(args.since, args.until)  # before the progress line: a usage error alone
     settings = load_settings(args.config)
     with Progress("pull", quiet=args.quiet) as progress:
         progress.stage("querying Prometheus")

@@ -269,6 +269,13 @@ def _epoch(when: datetime) -> float:
     return when.timestamp()
 
 
+def check_range(since: datetime, until: datetime) -> None:
+    """Raise ``ConfigError`` when ``--until`` is not after ``--since``."""
+    if until <= since:
+        raise ConfigError(f"--until ({until.isoformat()}) must be after --since "
+                          f"({since.isoformat()})")
+
+
 def pull_prometheus(url: str, lake_root: Path, settings: PrometheusSettings, *,
                     since: datetime | None = None, until: datetime | None = None,
                     around_checkpoints: bool = False, step_s: float | None = None,
@@ -296,9 +303,7 @@ def pull_prometheus(url: str, lake_root: Path, settings: PrometheusSettings, *,
     else:
         if since is None or until is None:
             raise ConfigError("give --since and --until, or --around-checkpoints")
-        if until <= since:
-            raise ConfigError(f"--until ({until.isoformat()}) must be after --since "
-                              f"({since.isoformat()})")
+        check_range(since, until)
         ranges = [(_epoch(since), _epoch(until))]
     api = PrometheusAPI(url, settings, secrets)
     report = PullReport(display_url(url), ranges, series=0, hosts=0)
