@@ -193,6 +193,12 @@ def test_every_p99_of_the_jobs_barriers_agrees(lake: Path) -> None:
     # the report's JSON keeps 6 significant digits
     assert facts["barrier_p99_s"] == float(f"{view['barrier_p99_s']:.6g}")
     assert facts["barrier_p50_s"] == float(f"{view['barrier_p50_s']:.6g}")
+    # the day's tier (one day, one job here): tier_latency's numbers, which the nightly's
+    # metrics file carries (ckptwatch_nightly_barrier_p50_seconds / _p99_seconds)
+    tier = one(lake, "select tier, barrier_p50_s, barrier_p99_s, barrier_max_s from tier_latency")
+    [day] = report["tiers"]
+    assert {k: day[k] for k in tier} == {
+        k: v if k == "tier" else float(f"{v:.6g}") for k, v in tier.items()}
 
 
 def test_one_definition_of_the_alert_levels(lake: Path) -> None:

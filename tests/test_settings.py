@@ -76,6 +76,15 @@ def test_relative_jsonl_path_is_relative_to_the_config_file(tmp_path: Path) -> N
     assert s.sinks.jsonl == tmp_path / "out" / "alerts.jsonl"
 
 
+def test_the_nightly_metrics_file_is_none_unless_set_and_relative_to_the_config_file(
+        tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, ""), environ={}).nightly.metrics_file is None
+    s = load_settings(write(tmp_path, '[nightly]\nmetrics_file = "tf/ckptwatch_nightly.prom"\n'),
+                      environ={})
+    assert s.nightly.metrics_file == tmp_path / "tf" / "ckptwatch_nightly.prom"
+    assert s.origins["nightly.metrics_file"] == "file"
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("[alerts]\nwarnng = 0.7\n", "unknown key [alerts] 'warnng' (known: critical, "),
     ("[alerts]\nwarning = 0.95\n", "[alerts] warning (0.95) must be below critical (0.9)"),
@@ -95,7 +104,12 @@ def test_relative_jsonl_path_is_relative_to_the_config_file(tmp_path: Path) -> N
      "the key)"),
     ("[sinks]\nalertmanager_basic_auth_env = 'AM_AUTH'\n",
      "[sinks] alertmanager_basic_auth ($AM_AUTH) must be user:password"),
-    ("[nosuch]\n", "unknown key 'nosuch' (known: alerts, pool, prometheus, sinks)"),
+    ("[nosuch]\n", "unknown key 'nosuch' (known: alerts, nightly, pool, prometheus, sinks)"),
+    ("[nightly]\nmetrics_file = 'nightly.txt'\n",
+     "[nightly] metrics_file must be a file whose name ends in .prom (node_exporter's textfile "
+     "collector reads only those), got 'nightly.txt'"),
+    ("[nightly]\nmetrics_fil = 'n.prom'\n", "unknown key [nightly] 'metrics_fil' (known: "
+     "metrics_file)"),
     ("[alerts\nwarning = 0.7\n", "not valid TOML: "),
 ])
 def test_bad_settings_are_one_actionable_line(tmp_path: Path, text: str, message: str) -> None:

@@ -108,3 +108,7 @@ class PrefectStartError(CkptwatchError):
 
 class PullError(CkptwatchError):
     """Prometheus could not be read: unreachable, an HTTP error, a refused or too large query."""
+
+
+class MetricsFileError(CkptwatchError):
+    """The nightly run's metrics file (node_exporter's textfile directory) could not be written."""

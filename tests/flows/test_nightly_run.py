@@ -14,8 +14,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -34,6 +36,7 @@ from ckptwatch.errors import (
     AlertsUndeliveredError,
     LakeError,
     LakeLockedError,
+    MetricsFileError,
     PullError,
     RawDirError,
 )
@@ -55,7 +58,7 @@ RESULT_KEYS = [
     "stalls_by_cause", "stalls_timed_out", "alerts", "alerts_sent", "alerts_dry_run",
     "alerts_sinks", "alerts_delivery", "alerts_summary", "alerts_file", "report", "report_json",
     "latest", "latest_kept", "steps_s", "steps_peak_rss_mb", "lake_warnings", "unused_metrics",
-    "pulled", "pull_error",
+    "pulled", "pull_error", "metrics_file",
 ]
 STEPS = ["ingest", "deltas", "views", "stalls", "alerts", "report"]
 SECRET = "s3cr3t-token"
@@ -103,7 +106,8 @@ def undelivered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NightlyRes
     (base / "blocked").mkdir()
     with pytest.MonkeyPatch.context() as mp:
         _isolate(mp)
-        settings = _low_levels(base, f'[sinks]\nstdout = false\njsonl = "{base / "blocked"}"\n')
+        settings = _low_levels(base, f'[sinks]\nstdout = false\njsonl = "{base / "blocked"}"\n'
+                               '[nightly]\nmetrics_file = "textfile/ckptwatch_nightly.prom"\n')
         yield run_nightly(write_raw_dir(base / "raw"), base / "lake", settings)
 
 
@@ -153,6 +157,105 @@ def test_a_failed_pull_fails_the_run_only_when_the_alerts_did_not(
         f"({undelivered.files.html}) without it; the next run pulls the range again")
     clean = replace(pull_only, pull_error=None)
     assert clean.failure() is None and clean.exit_code == 0
+
+
+# -- the metrics file ------------------------------------------------------------------------
+
+
+def read_metrics(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The samples of a metrics file, parsed by prometheus_client's parser: (name, labels) ->
+    value; ``promtool check metrics`` (format and lint) passes on it first."""
+    from prometheus_client.parser import text_string_to_metric_families
+    from tests.conftest_prometheus import require_binary
+
+    text = path.read_text()
+    done = subprocess.run([require_binary("promtool"), "check", "metrics"], input=text,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _by_name(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float],
+             name: str) -> dict[tuple[str, ...], float]:
+    return {tuple(v for _, v in labels): value for (n, labels), value in samples.items()
+            if n == f"ckptwatch_nightly_{name}"}
+
+
+def test_a_run_that_failed_after_its_report_writes_its_findings_and_exit_1(
+        undelivered: NightlyResult) -> None:
+    out = undelivered.to_dict()
+    path = Path(out["metrics_file"])
+    assert path.name == "ckptwatch_nightly.prom" and path.parent.name == "textfile"
+    samples = read_metrics(path)
+    report = json.loads(Path(out["report_json"]).read_text())
+    assert _by_name(samples, "last_run_exit_code") == {(): 1} == {(): undelivered.exit_code}
+    assert _by_name(samples, "last_success_timestamp_seconds") == {}  # never succeeded
+    [h] = report["headroom"]
+    assert _by_name(samples, "headroom_seconds") == {("j1", "pool"): h["headroom_s"]}
+    assert not path.with_name(f".{path.name}.tmp").exists()
+
+
+def test_the_metrics_file_holds_the_reports_facts_and_a_failed_run_keeps_the_last_success(
+        tmp_path: Path) -> None:
+    metrics = tmp_path / "textfile" / "ckptwatch_nightly.prom"
+    settings = _low_levels(tmp_path, f'[sinks]\nstdout = false\njsonl = "{tmp_path / "a.jsonl"}"\n')
+    t0 = time.time()
+    result = run_nightly(write_raw_dir(tmp_path / "raw"), tmp_path / "lake", settings,
+                         metrics_file=metrics)
+    t1 = time.time()
+    out = result.to_dict()
+    assert result.exit_code == 0 and out["metrics_file"] == str(metrics)
+    samples = read_metrics(metrics)
+    report = json.loads(Path(out["report_json"]).read_text())
+    # every value is a fact of the report as report.json holds it
+    tiers = {t["tier"]: t for t in report["tiers"]}
+    assert _by_name(samples, "checkpoints") == {
+        (t,): v["n_checkpoints"] for t, v in tiers.items()} == {("pool",): 1}
+    assert _by_name(samples, "barrier_p50_seconds") == {
+        (t,): v["barrier_p50_s"] for t, v in tiers.items()}
+    assert _by_name(samples, "barrier_p99_seconds") == {
+        (t,): v["barrier_p99_s"] for t, v in tiers.items()}
+    assert _by_name(samples, "timed_out_checkpoints") == {
+        (j["job_id"], j["tier"]): j["n_timed_out"] for j in report["jobs"]}
+    assert _by_name(samples, "headroom_seconds") == {
+        (h["job_id"], h["tier"]): h["headroom_s"] for h in report["headroom"]}
+    assert _by_name(samples, "timeout_seconds") == {
+        (h["job_id"], h["tier"]): h["timeout_s"] for h in report["headroom"]}
+    stalls = _by_name(samples, "stalls")  # every cause of the day's tiers; none stalled here
+    assert sum(stalls.values()) == report["summary"]["stalls"] == 0
+    assert {cause for cause, _tier in stalls} >= {"gc", "metadata", "fabric_pause", "unknown"}
+    assert _by_name(samples, "report_day_timestamp_seconds") == {
+        (): datetime.fromisoformat(f"{report['date']}T00:00:00+00:00").timestamp()}
+    assert _by_name(samples, "files_failed") == {(): 0}
+    assert _by_name(samples, "last_run_exit_code") == {(): 0}
+    [success] = _by_name(samples, "last_success_timestamp_seconds").values()
+    assert t0 <= success == _by_name(samples, "last_run_timestamp_seconds")[()] <= t1
+
+    # A run that stops (here, before any step) is exit 2 and keeps the last success.
+    with pytest.raises(RawDirError):
+        run_nightly(tmp_path / "nope", tmp_path / "lake", settings, metrics_file=metrics,
+                    steps=NO_STEPS)
+    after = read_metrics(metrics)
+    assert _by_name(after, "last_run_exit_code") == {(): 2}
+    assert _by_name(after, "last_success_timestamp_seconds") == {(): success}
+    assert _by_name(after, "last_run_timestamp_seconds")[()] >= success
+    assert {n for n, _ in after} == {"ckptwatch_nightly_last_run_timestamp_seconds",
+                                     "ckptwatch_nightly_last_success_timestamp_seconds",
+                                     "ckptwatch_nightly_last_run_exit_code"}  # no findings
+
+    # A finished run whose file cannot be written fails after its report: one line, exit 2.
+    blocked = tmp_path / "blocked.prom"
+    blocked.mkdir()  # a directory where the file should be
+    failed = result.with_metrics(blocked)
+    failure = failed.failure()
+    assert isinstance(failure, MetricsFileError) and failed.exit_code == 2
+    assert str(failure) == (
+        f"cannot write the nightly's metrics file {blocked}: Is a "
+        "directory — make its directory (node_exporter's textfile directory) writable by this "
+        f"user, or change --metrics-file / [nightly] metrics_file — the report is written "
+        f"({result.files.html})")
+    assert read_metrics(metrics) == after  # the old file untouched
 
 
 # -- files that could not be ingested; a dry run ---------------------------------------------
@@ -227,9 +330,11 @@ def test_an_error_inside_a_step_stops_the_run_and_closes_its_connection(
         raise LakeError("lake L: a part is unreadable")
 
     steps = replace(PLAIN_STEPS, views=views, stalls=broken, alerts=_never, report=_never)
+    metrics = tmp_path / "textfile" / "ckptwatch_nightly.prom"
     with pytest.raises(LakeError, match="a part is unreadable") as err:
-        run_nightly(raw_dir, tmp_path / "lake", Settings(), steps=steps)
+        run_nightly(raw_dir, tmp_path / "lake", Settings(), steps=steps, metrics_file=metrics)
     assert exit_code(err.value) == 2
+    assert _by_name(read_metrics(metrics), "last_run_exit_code") == {(): 2}
     with pytest.raises(duckdb.ConnectionException):
         opened[0].execute("select 1")  # closed
     assert not (tmp_path / "lake" / "reports").exists()
@@ -380,10 +485,14 @@ def test_the_command_prints_the_summary_then_the_sink_failure_and_exits_1(
 def test_the_command_on_an_empty_raw_dir_says_so_and_exits_1_as_ingest_does(
         command: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "raw").mkdir()
-    rc = main(["nightly", str(tmp_path / "raw"), "--lake", str(tmp_path / "lake"), "--no-send"])
+    metrics = tmp_path / "ckptwatch_nightly.prom"
+    rc = main(["nightly", str(tmp_path / "raw"), "--lake", str(tmp_path / "lake"), "--no-send",
+               "--metrics-file", str(metrics)])
     out, err = capsys.readouterr()
     assert rc == 1
     assert out.startswith(f"nightly {tmp_path / 'raw'} -> {tmp_path / 'lake'}\n  ingest: 0 file(s)")
+    assert f"\n  metrics: {metrics}\n" in out
+    assert _by_name(read_metrics(metrics), "last_run_exit_code") == {(): 1}
     assert err.splitlines()[-1] == (
         f"ckptwatch nightly: no raw files found under {tmp_path / 'raw'} (expected "
         "checkpoints/, jobs/, smart/, fabric/, pool/ or topology.csv; see docs/formats.md)")
@@ -408,6 +517,25 @@ def test_the_command_says_a_failed_pull_in_one_line_and_exits_2(
                              f"({lake / 'reports' / '2026-11-28' / 'report.html'}) without "
                              "it; the next run pulls the range again")
     assert (lake / "reports" / "2026-11-28" / "report.html").is_file()
+
+
+def test_the_command_records_a_run_it_refuses_and_checks_the_metrics_file_name(
+        command: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A raw directory that does not exist fails before Prefect starts: a failed run all the
+    same (exit 2 in the file). A file node_exporter would not read is refused by argparse."""
+    metrics = tmp_path / "ckptwatch_nightly.prom"
+    config = tmp_path / "c.toml"
+    config.write_text(f'[nightly]\nmetrics_file = "{metrics}"\n')
+    rc = main(["nightly", str(tmp_path / "nope"), "--lake", str(tmp_path / "lake"),
+               "--config", str(config)])
+    assert rc == 2
+    assert _by_name(read_metrics(metrics), "last_run_exit_code") == {(): 2}
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["nightly", str(tmp_path), "--metrics-file", str(tmp_path / "nightly.txt")])
+    assert exc.value.code == 2
+    assert ("argument --metrics-file: must be a file whose name ends in .prom (node_exporter's "
+            "textfile collector reads only those)") in capsys.readouterr().err
 
 
 def test_the_flow_runs_the_plain_steps_as_tasks_and_retries_only_io() -> None:

@@ -23,11 +23,13 @@ from ckptwatch.report.html import render_html
 from ckptwatch.settings import Settings
 
 TOP_KEYS = {"report_version", "ckptwatch_version", "generated_at", "date", "window", "lake",
-            "attribution", "summary", "jobs", "stalls", "headroom", "headroom_skipped",
-            "alerts", "plans", "data", "slow_hosts"}
+            "attribution", "summary", "jobs", "tiers", "stalls", "headroom",
+            "headroom_skipped", "alerts", "plans", "data", "slow_hosts"}
 JOB_KEYS = {"job_id", "tier", "n_ranks", "timeout_s", "warning_s", "critical_s",
             "n_checkpoints", "barrier_p50_s", "barrier_p99_s", "barrier_max_s", "worst_step",
             "n_stalls", "n_timed_out", "checkpoints", "stalls"}
+TIER_KEYS = {"tier", "n_jobs", "n_checkpoints", "barrier_p50_s", "barrier_p99_s",
+             "barrier_max_s", "n_timed_out"}
 CHECKPOINT_KEYS = {"step", "start_ts", "end_ts", "p50_s", "p99_s", "barrier_s", "baseline_s",
                    "is_stall", "n_unfinished", "timed_out", "timeout_reason", "n_timed_out"}
 STALL_KEYS = {"job_id", "step", "tier", "start_ts", "end_ts", "barrier_s", "baseline_s",
@@ -61,6 +63,15 @@ def test_report_json_has_the_documented_keys(written: tuple[dict[str, Any], Repo
         assert job["warning_s"] < job["critical_s"] < job["timeout_s"]
     for s in facts["stalls"]:
         assert set(s) == STALL_KEYS and s["cause"] in LABELS and s["evidence"]
+    # per tier, over every job's checkpoints of the day
+    assert [t["tier"] for t in facts["tiers"]] == sorted({j["tier"] for j in facts["jobs"]})
+    for tier in facts["tiers"]:
+        mine = [j for j in facts["jobs"] if j["tier"] == tier["tier"]]
+        assert set(tier) == TIER_KEYS and tier["n_jobs"] == len(mine)
+        assert tier["n_checkpoints"] == sum(j["n_checkpoints"] for j in mine)
+        assert tier["n_timed_out"] == sum(j["n_timed_out"] for j in mine)
+        assert tier["barrier_max_s"] == max(j["barrier_max_s"] for j in mine)
+        assert tier["barrier_p50_s"] <= tier["barrier_p99_s"] <= tier["barrier_max_s"]
     assert {(h["job_id"], h["tier"]) for h in facts["headroom"]} == {
         (j["job_id"], j["tier"]) for j in facts["jobs"]}
     assert all(set(h) == HEADROOM_KEYS for h in facts["headroom"])

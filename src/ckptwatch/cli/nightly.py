@@ -20,6 +20,15 @@ def _day(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a date: {text!r} (use YYYY-MM-DD)") from None
 
 
+def _metrics_file(text: str) -> Path:
+    from ckptwatch.settings import metrics_file_path
+
+    try:
+        return metrics_file_path(text, Path.cwd())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``nightly`` command."""
     p = sub.add_parser(
@@ -58,6 +67,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="DuckDB's memory cap for the steps after the ingest (e.g. 3GB; none: "
                    "80%% of RAM); DuckDB spills to a temp directory beyond it (default: "
                    "$CKPTWATCH_DUCKDB_MEMORY, else 3GB)")
+    p.add_argument("--metrics-file", type=_metrics_file, default=None, metavar="FILE",
+                   help="write the run's findings (stalls by cause, timed-out checkpoints, "
+                   "headroom per job, barrier p50/p99 per tier) and status (last run, last "
+                   "success, exit status) as Prometheus metrics to FILE, a *.prom file in "
+                   "node_exporter's textfile directory, replaced atomically; a failed run "
+                   "writes its status and keeps the last success (default: [nightly] "
+                   "metrics_file of the config, else none)")
     add_lock_wait(p)
     add_dask(p, "spread the ingest step's files over a Dask cluster (the other steps run here "
              "as before)")
@@ -87,6 +103,8 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
         f"  report: {result['report']}",
         f"          {result['report_json']}  ({_latest(result)})",
     ]
+    if result.get("metrics_file"):
+        lines.append(f"  metrics: {escape_controls(result['metrics_file'])}")
     failed = result.get("failed_files", [])
     lines += [f"  FAILED {escape_controls(f['file'])}: {escape_controls(f['reason'])}"
               for f in failed[:MAX_FAILED_SHOWN]]
@@ -109,16 +127,23 @@ def run(args: argparse.Namespace) -> int:
     """Run the flow, showing its steps as they go, and print the summary and the report's
     path."""
     from ckptwatch.cli._progress import Progress
-    from ckptwatch.errors import AlertsUndeliveredError, RawDirError
+    from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError, RawDirError
     from ckptwatch.flows import local_prefect
     from ckptwatch.lake.store import Lake
     from ckptwatch.settings import load_settings
 
     # What cannot change fails here, in one line, before Prefect starts.
-    load_settings(args.config)
-    if not args.raw_dir.is_dir():  # the flow's first step also refuses one it cannot list
-        raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a directory")
-    Lake(args.lake)._check_root()
+    settings = load_settings(args.config)
+    try:
+        if not args.raw_dir.is_dir():  # the flow's first step also refuses one it cannot list
+            raise RawDirError(f"raw directory {args.raw_dir} does not exist or is not a "
+                              "directory")
+        Lake(args.lake)._check_root()
+    except CkptwatchError as exc:  # a failed run all the same, for the metrics file
+        from ckptwatch.flows.run import record_failed_run  # here: the flow's imports are heavy
+
+        record_failed_run(args.metrics_file or settings.nightly.metrics_file, exc)
+        raise
     local_prefect.configure(args.verbose)  # before the first import of Prefect
     with Progress("nightly") as progress:
         progress.stage("starting the local flow server", "~15 s the first time")
@@ -137,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
                                       send=args.send, report_date=args.date,
                                       lock_wait_s=args.lock_wait, dask=args.dask,
                                       lookback_days=args.lookback_days,
-                                      duckdb_memory=args.duckdb_memory)
+                                      duckdb_memory=args.duckdb_memory,
+                                      metrics_file=args.metrics_file)
         except AlertsUndeliveredError as exc:
             progress.close()
             print(render_result(exc.result, args.raw_dir, args.lake))

@@ -77,7 +77,8 @@ def nightly_flow(raw_dir: FlowPath, lake_root: FlowPath, config: Path | None = N
                  send: bool = True,
                  report_date: date | None = None, lock_wait_s: float = 600.0,
                  dask: str | None = None, lookback_days: int = 0,
-                 duckdb_memory: str | None = None, replay: bool = False) -> dict[str, Any]:
+                 duckdb_memory: str | None = None, replay: bool = False,
+                 metrics_file: Path | None = None) -> dict[str, Any]:
     """Ingest, build views, stalls, alerts, report (``flows.run.run_nightly``, its steps as
     tasks); return paths and counts (``NightlyResult.to_dict``).
 
@@ -94,6 +95,9 @@ def nightly_flow(raw_dir: FlowPath, lake_root: FlowPath, config: Path | None = N
     the result says which step set it).
     ``replay``: evaluate the alerts as of the end of the newest checkpoint read, not the
     clock (an old scenario such as the bundled sample, whose jobs are otherwise history).
+    ``metrics_file``: where the run writes its findings and status as Prometheus metrics for
+    node_exporter's textfile collector (default: ``[nightly] metrics_file`` of the settings;
+    neither: no file).
     """
     # The runner reaches the ingest subflow as a string parameter, not through
     # ``nightly_flow.with_options(task_runner=...)``: in Prefect 3 every flow run, a subflow
@@ -110,7 +114,8 @@ def nightly_flow(raw_dir: FlowPath, lake_root: FlowPath, config: Path | None = N
         result = run_nightly(Path(raw_dir), Path(lake_root), load_settings(config), send=send,
                              report_date=report_date, lock_wait_s=lock_wait_s,
                              lookback_days=lookback_days, duckdb_memory=duckdb_memory,
-                             replay=replay, steps=steps, log=get_run_logger())
+                             replay=replay,
+                             metrics_file=metrics_file, steps=steps, log=get_run_logger())
     except RawDirError as exc:  # missing or unreadable: nothing was created, nothing to retry
         return failed(exc)
     failure = result.failure()

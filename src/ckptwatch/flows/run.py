@@ -22,17 +22,25 @@ The policy, in one place (the exit statuses are ``ckptwatch nightly``'s, :func:`
 - a Prometheus server that could not be read costs neither the ingest nor the report: the run
   goes on, then fails with the pull's one line (:class:`~ckptwatch.errors.PullError`, exit 2);
 - every error text that reaches a log, the summary or the result is redacted of the settings'
-  secrets.
+  secrets;
+- with a metrics file (``[nightly] metrics_file``, ``--metrics-file``), every run that gets past
+  its arguments writes its findings and status there for node_exporter's textfile collector
+  (:mod:`ckptwatch.flows.nightly_metrics`): a run that got to its report writes the report's
+  facts and its exit status, a run that stopped writes its status (exit 2) only, and the last
+  success moves only on exit 0. A file that cannot be written fails the finished run after its
+  report (:class:`~ckptwatch.errors.MetricsFileError`, exit 2) and never hides the error of a
+  run that stopped.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import resource
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +50,14 @@ import duckdb
 from ckptwatch.alerts.evaluate import AlertRun, run_alerts
 from ckptwatch.alerts.headroom import newest_checkpoint_end
 from ckptwatch.analysis.findings import StallFindings, find_stalls
-from ckptwatch.errors import AlertsUndeliveredError, CkptwatchError, PullError
+from ckptwatch.errors import (
+    AlertsUndeliveredError,
+    CkptwatchError,
+    ConfigError,
+    MetricsFileError,
+    PullError,
+)
+from ckptwatch.flows.nightly_metrics import write_metrics
 from ckptwatch.ingest.discover import check_raw_dir
 from ckptwatch.ingest.run import IngestReport, ingest, unused_metrics_lines
 from ckptwatch.lake import derived
@@ -51,7 +66,13 @@ from ckptwatch.progress import progress
 from ckptwatch.pull.prometheus import PullReport, default_range, pull_prometheus
 from ckptwatch.report.daily import ReportFiles, daily_report, nightly_settings
 from ckptwatch.report.facts import nightly_days
-from ckptwatch.settings import IngestSettings, NightlySettings, Settings, redact
+from ckptwatch.settings import (
+    IngestSettings,
+    NightlySettings,
+    Settings,
+    metrics_file_path,
+    redact,
+)
 
 #: DuckDB's memory cap in the nightly run unless told otherwise: the settings tree's
 #: ``nightly.duckdb_memory`` default (``settings.NightlySettings``).
@@ -216,6 +237,10 @@ class NightlyResult:
     pulled: PullReport | None = None
     #: Why the Prometheus pull failed (redacted); None when it ran or was not asked for.
     pull_error: str | None = None
+    #: The metrics file the run wrote (or tried to), None without one.
+    metrics_file: Path | None = None
+    #: Why it could not be written (redacted); None when it was, or there is none.
+    metrics_error: str | None = None
 
     @property
     def alerts_summary(self) -> str:
@@ -226,8 +251,9 @@ class NightlyResult:
 
     def failure(self) -> CkptwatchError | None:
         """The error that fails this finished run, or None: alerts not delivered (they were
-        not evaluated, or a sink did not take them) first, then a failed pull. A file that
-        could not be ingested fails the exit status only (:attr:`exit_code`)."""
+        not evaluated, or a sink did not take them) first, then a failed pull, then a metrics
+        file not written. A file that could not be ingested fails the exit status only
+        (:attr:`exit_code`)."""
         if self.alerts_error or self.alert_failures:
             problem = self.alerts_error or "; ".join(self.alert_failures)
             return AlertsUndeliveredError(
@@ -238,12 +264,32 @@ class NightlyResult:
             return PullError(f"{self.pull_error} — the ingest ran and the report is written "
                              f"({self.files.html}) without it; the next run pulls the range "
                              "again")
+        if self.metrics_error:
+            return MetricsFileError(f"{self.metrics_error} — the report is written "
+                                    f"({self.files.html})")
         return None
 
     @property
     def exit_code(self) -> int:
         """The run's exit status (:func:`exit_code`)."""
         return exit_code(self.failure(), self.to_dict())
+
+    def with_metrics(self, metrics_file: Path, secrets: Sequence[str] = ()) -> NightlyResult:
+        """Write this run's metrics to ``metrics_file`` (the report's facts as ``report.json``
+        holds them, the exit status, the files not ingested); the result names the file and,
+        when it could not be written, why (redacted of ``secrets``: :meth:`failure`)."""
+        out = replace(self, metrics_file=metrics_file, metrics_error=None)
+        try:
+            try:
+                facts = json.loads(self.files.json.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise MetricsFileError(f"cannot read the report {self.files.json} for the "
+                                       f"metrics file {metrics_file}: {exc}") from exc
+            write_metrics(metrics_file, facts, exit_code=out.exit_code,
+                          files_failed=self.ingest.count("failed"), now=time.time())
+        except CkptwatchError as exc:
+            return replace(out, metrics_error=redact(str(exc), list(secrets)))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """The flow's result: counts, the alerts per sink, paths, seconds and peak RSS per
@@ -276,6 +322,7 @@ class NightlyResult:
             "unused_metrics": unused_metrics_lines(self.ingest.unused_metrics),
             "pulled": self.pulled.rows if self.pulled else None,
             "pull_error": self.pull_error,
+            "metrics_file": str(self.metrics_file) if self.metrics_file else None,
         }
 
 
@@ -296,12 +343,29 @@ def exit_code(failure: BaseException | None, summary: Mapping[str, Any] | None =
 # -- the run --------------------------------------------------------------------------------
 
 
+Log = logging.Logger | logging.LoggerAdapter[Any]
+
+
+def record_failed_run(metrics_file: Path | None, error: BaseException, log: Log = LOG) -> None:
+    """Write a stopped run's status to ``metrics_file`` (None: nothing): its exit status
+    (:func:`exit_code`), the last success kept. A file that cannot be written is logged, never
+    raised: the run's own error is the one to report."""
+    if metrics_file is None:
+        return
+    try:
+        write_metrics(metrics_file, None, exit_code=exit_code(error), files_failed=None,
+                      now=time.time())
+    except CkptwatchError as exc:
+        log.warning("nightly: %s", exc)
+
+
 def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: bool = True,
                 report_date: date | None = None, lock_wait_s: float = 600.0,
                 lookback_days: int = 0, duckdb_memory: str | None = None,
-                replay: bool = False, steps: NightlySteps = PLAIN_STEPS,
-                log: logging.Logger | logging.LoggerAdapter[Any] = LOG) -> NightlyResult:
-    """Pull (with ``[prometheus] url``), ingest, counter deltas, views, stalls, alerts, report.
+                replay: bool = False, metrics_file: Path | None = None,
+                steps: NightlySteps = PLAIN_STEPS, log: Log = LOG) -> NightlyResult:
+    """Pull (with ``[prometheus] url``), ingest, counter deltas, views, stalls, alerts, report;
+    then the metrics file.
 
     Raises what stops the run (see the module's policy); returns the result of a run that got
     to its report, whose :meth:`NightlyResult.failure` may still fail it. ``settings``: the
@@ -312,9 +376,36 @@ def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: boo
     ``duckdb_memory``: DuckDB's cap for the steps after the ingest (default:
     ``settings.nightly.duckdb_memory``: ``$CKPTWATCH_DUCKDB_MEMORY``, else
     :data:`NIGHTLY_DUCKDB_MEMORY`). ``replay``: evaluate the alerts as of the newest
-    checkpoint read, not the clock.
+    checkpoint read, not the clock. ``metrics_file``: where the findings and the run's status
+    go as Prometheus metrics (default: ``settings.nightly.metrics_file``; None: nowhere).
     """
-    raw_dir, lake_root = Path(raw_dir), Path(lake_root)
+    if metrics_file is not None:  # the settings' is checked as they load
+        try:
+            metrics_file = metrics_file_path(str(metrics_file), Path.cwd())
+        except ValueError as exc:
+            raise ConfigError(f"metrics file {exc}") from None
+    metrics_file = metrics_file or settings.nightly.metrics_file
+    try:
+        result = _run(Path(raw_dir), Path(lake_root), settings, send=send,
+                      report_date=report_date, lock_wait_s=lock_wait_s,
+                      lookback_days=lookback_days, duckdb_memory=duckdb_memory, replay=replay,
+                      steps=steps, log=log)
+    except Exception as exc:  # recorded as a failed run, then raised as it was
+        record_failed_run(metrics_file, exc, log)
+        raise
+    if metrics_file is None:
+        return result
+    result = result.with_metrics(Path(metrics_file), settings.secrets())
+    if result.metrics_error is None:
+        log.info("nightly: metrics written to %s", metrics_file)
+    return result
+
+
+def _run(raw_dir: Path, lake_root: Path, settings: Settings, *, send: bool,
+         report_date: date | None, lock_wait_s: float, lookback_days: int,
+         duckdb_memory: str | None, replay: bool, steps: NightlySteps,
+         log: Log) -> NightlyResult:
+    """:func:`run_nightly` up to its result, without the metrics file."""
     check_raw_dir(raw_dir)
     settings = nightly_settings(settings, lake_root)
     secrets = settings.secrets()

@@ -1,10 +1,10 @@
 """The daily report's facts: what a nightly run found, gathered into one JSON-ready dict.
 
 Per job and day: rank p50 / p99 and barrier time per checkpoint (the ``report_checkpoints``
-mart) against the timeout and its warning/critical levels, with the stalls marked by cause; the
-stalls with their causes and evidence; every job's timeout headroom and the alerts sent (or
-due); the planning model's verdict for each job's measured tail; what the lake holds and what
-was quarantined.
+mart) against the timeout and its warning/critical levels, with the stalls marked by cause; per
+tier, the day's barrier p50 / p99 across jobs; the stalls with their causes and evidence; every
+job's timeout headroom and the alerts sent (or due); the planning model's verdict for each
+job's measured tail; what the lake holds and what was quarantined.
 
 :func:`build_report` gathers them (keys: ``docs/report.md``); :mod:`ckptwatch.report.html`
 draws them; :mod:`ckptwatch.report.daily` writes both. :func:`nightly_days` says which days a
@@ -156,6 +156,22 @@ def _jobs(frame: pl.DataFrame, stalls: list[dict[str, Any]],
                                        "n_timed_out").to_dicts(),
             "stalls": [{k: s[k] for k in ("step", "start_ts", "barrier_s", "cause")}
                        for s in mine],
+        })
+    return out
+
+
+def _tiers(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per tier, over the day's checkpoints of every job: the barrier p50 / p99 / max as the
+    ``tier_latency`` mart computes them over the days a connection reads (``quantiles`` is its
+    ``quantile_cont``); the nightly's Prometheus metrics read these."""
+    out = []
+    for (tier,), rows in frame.sort("tier").group_by("tier", maintain_order=True):
+        barrier = rows["barrier_s"]
+        p50, p99 = quantiles(barrier.to_list(), (0.5, 0.99))
+        out.append({
+            "tier": tier, "n_jobs": rows["job_id"].n_unique(), "n_checkpoints": rows.height,
+            "barrier_p50_s": p50, "barrier_p99_s": p99, "barrier_max_s": barrier.max(),
+            "n_timed_out": int(rows["timed_out"].sum()),
         })
     return out
 
@@ -371,7 +387,7 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
             "jobs_critical": sum(h["level"] == "critical" for h in headroom),
             "jobs_warning": sum(h["level"] == "warning" for h in headroom),
         },
-        "jobs": jobs, "stalls": stalls,
+        "jobs": jobs, "tiers": _tiers(frame), "stalls": stalls,
         "headroom": headroom, "headroom_skipped": skipped,
         "alerts": _alerts(alert_run, settings, alerts_error),
         "plans": verdicts,

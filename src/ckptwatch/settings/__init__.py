@@ -27,6 +27,7 @@ from ckptwatch.settings.loading import (
     duckdb_memory_setting,
     ingest_settings,
     load_settings,
+    metrics_file_path,
     parse_workers,
     prometheus_settings,
     settings_from_dict,
@@ -75,7 +76,8 @@ __all__ = [
     "PoolSettings", "PrefectSettings",
     "PrometheusSettings", "Secret", "Settings", "SinkSettings", "WatchSettings", "config_path",
     "default_lake", "display_url", "duckdb_memory_limit", "duckdb_memory_setting",
-    "ingest_settings", "load_settings", "model_path", "notebook_path", "parse_workers",
+    "ingest_settings", "load_settings", "metrics_file_path", "model_path", "notebook_path",
+    "parse_workers",
     "prefect_environment", "prefect_home", "prometheus_settings", "redact",
     "settings_from_dict", "sql_dir", "url_secrets",
 ]

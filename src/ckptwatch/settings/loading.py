@@ -34,6 +34,9 @@ Which file: ``--config FILE`` (passed here as ``path``), else ``$CKPTWATCH_CONFI
     [pool.prometheus]             # the pool's own exporter series (ckptwatch.settings.pool)
     preset = "lustrefs-exporter"  # lustrefs-exporter, daos, gpfs_exporter, weka, vast
 
+    [nightly]                     # the nightly run's metrics for node_exporter's textfile collector
+    metrics_file = "/var/lib/prometheus/node-exporter/ckptwatch_nightly.prom"
+
 Secrets (tokens, basic auth, a secret-bearing webhook URL) are read from the environment
 variable a ``*_env`` key names — or, discouraged, from a literal key in the file — and are held
 as :class:`Secret`, whose ``repr``/``str`` never show the value. :meth:`Settings.secrets`
@@ -145,7 +148,7 @@ def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
     environment (``environ``, default ``os.environ``)."""
     env = os.environ if environ is None else environ
     where = str(source) if source else "settings"
-    _check_keys(where, "", data, {"alerts", "sinks", "prometheus", "pool"})
+    _check_keys(where, "", data, {"alerts", "sinks", "prometheus", "pool", "nightly"})
     alerts = _alert_settings(where, _table(where, "alerts", data.get("alerts", {})))
     sinks = _sink_settings(where, _table(where, "sinks", data.get("sinks", {})),
                            base_dir or Path.cwd(), env)
@@ -169,11 +172,12 @@ def settings_from_dict(data: Mapping[str, Any], *, base_dir: Path | None = None,
         if var in env:
             origins[f"paths.{key}"] = f"environment (${var})"
     memory = env.get(DUCKDB_MEMORY_ENV) or None
-    nightly = NightlySettings()
+    nightly = _nightly(where, _table(where, "nightly", data.get("nightly", {})),
+                       base_dir or Path.cwd())
     if memory:
         origins["duckdb_memory"] = origins["nightly.duckdb_memory"] = \
             f"environment (${DUCKDB_MEMORY_ENV})"
-        nightly = NightlySettings(duckdb_memory=memory)
+        nightly = replace(nightly, duckdb_memory=memory)
     return Settings(alerts=alerts, sinks=sinks, prometheus=prometheus, source=source,
                     ingest=ingest, watch=watch, nightly=nightly, paths=paths,
                     duckdb_memory=_memory_cap(memory or ""),
@@ -190,7 +194,7 @@ def _file_origins(data: Mapping[str, Any]) -> dict[str, str]:
     """Dotted names of the tree the file sets (``[alerts] warning`` is
     ``alerts.defaults.warning``; a ``*_env`` key names the secret it reads)."""
     out: dict[str, str] = {}
-    for table in ("alerts", "sinks", "prometheus"):
+    for table in ("alerts", "sinks", "prometheus", "nightly"):
         values = data.get(table, {})
         for key in values:
             if table == "alerts" and key == "jobs":
@@ -214,6 +218,35 @@ def _file_origins(data: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(pool, Mapping) and key in pool:
             out[f"pool.prometheus.{name}"] = "file"
     return out
+
+
+#: What node_exporter's textfile collector reads: ``*.prom`` files only.
+METRICS_FILE_SUFFIX = ".prom"
+
+
+def metrics_file_path(text: str, base_dir: Path) -> Path:
+    """A metrics file path (relative: to ``base_dir``); ValueError unless it names a
+    ``*.prom`` file, the only files node_exporter's textfile collector reads."""
+    p = Path(text).expanduser()
+    if not text or p.suffix != METRICS_FILE_SUFFIX or p.name == METRICS_FILE_SUFFIX:
+        raise ValueError(f"must be a file whose name ends in {METRICS_FILE_SUFFIX} "
+                         f"(node_exporter's textfile collector reads only those), got {text!r}")
+    return p if p.is_absolute() else base_dir / p
+
+
+def _nightly(where: str, data: Mapping[str, Any], base_dir: Path) -> NightlySettings:
+    """``[nightly]``: ``metrics_file`` (relative to the config file's directory)."""
+    _check_keys(where, "nightly", data, {"metrics_file"})
+    if "metrics_file" not in data:
+        return NightlySettings()
+    value = data["metrics_file"]
+    try:
+        if not isinstance(value, str):
+            raise ValueError(f"must be a file path, got {value!r}")
+        path = metrics_file_path(value, base_dir)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: [nightly] metrics_file {exc}") from None
+    return NightlySettings(metrics_file=path)
 
 
 def _prefect(env: Mapping[str, str], origins: dict[str, str]) -> PrefectSettings:

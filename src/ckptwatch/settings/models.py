@@ -274,6 +274,10 @@ class NightlySettings:
     #: ``$CKPTWATCH_DUCKDB_MEMORY`` says otherwise (the run's peak RSS target is 2 GiB: DuckDB
     #: stays well under the cap on a 512-node day).
     duckdb_memory: str = "3GB"
+    #: Where the run writes its findings and status as Prometheus metrics (``[nightly]
+    #: metrics_file``, ``--metrics-file``; a ``*.prom`` file in node_exporter's textfile
+    #: directory); None: no metrics file.
+    metrics_file: Path | None = None
 
 
 @dataclass(frozen=True)
