@@ -8,11 +8,15 @@ from pathlib import Path
 
 import yaml
 
+from ckptwatch.flows.nightly_metrics import METRICS as NIGHTLY_METRICS
 from ckptwatch.live.metrics import METRICS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = PROJECT_ROOT / "deploy"
 RULES_FILE = DEPLOY / "prometheus" / "ckptwatch-rules.yml"
+#: The nightly's rules: a file of their own (a site may run the watcher or the nightly alone).
+NIGHTLY_RULES_FILE = DEPLOY / "prometheus" / "ckptwatch-nightly-rules.yml"
+RULES_FILES = (RULES_FILE, NIGHTLY_RULES_FILE)
 
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"' + r"|'(?:\\.|[^'\\])*'" + r"|`[^`]*`")
 _MATCHERS = re.compile(r"\{[^{}]*\}")
@@ -46,20 +50,21 @@ def metric_names(expr: str) -> set[str]:
 
 
 def exported_names() -> set[str]:
-    """The series names the watcher exposes (a histogram's _bucket, _sum and _count)."""
+    """The series names the watcher and the nightly expose (a histogram's _bucket, _sum and
+    _count)."""
     out = set()
-    for name, (kind, _, _) in METRICS.items():
+    for name, (kind, _, _) in (METRICS | NIGHTLY_METRICS).items():
         out |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"} if kind == "histogram" \
             else {name}
     return out
 
 
-def rules() -> list[dict[str, object]]:
-    """Every rule of deploy/prometheus/ckptwatch-rules.yml."""
-    data = yaml.safe_load(RULES_FILE.read_text())
+def rules(path: Path = RULES_FILE) -> list[dict[str, object]]:
+    """Every rule of a rule file (default: deploy/prometheus/ckptwatch-rules.yml)."""
+    data = yaml.safe_load(path.read_text())
     return [rule for group in data["groups"] for rule in group["rules"]]
 
 
 def recorded_names() -> set[str]:
-    """The series the recording rules define."""
-    return {str(r["record"]) for r in rules() if "record" in r}
+    """The series the recording rules of every rule file define."""
+    return {str(r["record"]) for path in RULES_FILES for r in rules(path) if "record" in r}

@@ -1,10 +1,12 @@
-"""deploy/README.md: its metrics table is ckptwatch.live.metrics.METRICS (names, types, labels),
-and it describes every file under deploy/."""
+"""deploy/README.md: its metrics tables are ckptwatch.live.metrics.METRICS and
+ckptwatch.flows.nightly_metrics.METRICS (names, types, labels), and it describes every file under
+deploy/."""
 
 from __future__ import annotations
 
 from tests.deploy.promql_names import DEPLOY
 
+from ckptwatch.flows.nightly_metrics import METRICS as NIGHTLY_METRICS
 from ckptwatch.live.metrics import METRICS
 
 README = DEPLOY / "README.md"
@@ -21,7 +23,8 @@ def metrics_table() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def test_the_metrics_table_matches_the_code() -> None:
-    assert metrics_table() == {name: (kind, labels) for name, (kind, labels, _) in METRICS.items()}
+    assert metrics_table() == {name: (kind, labels)
+                               for name, (kind, labels, _) in (METRICS | NIGHTLY_METRICS).items()}
 
 
 def test_every_deploy_file_is_described() -> None:

@@ -8,11 +8,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from tests.conftest_prometheus import require_binary
 from tests.deploy.promql_names import (
     DEPLOY,
+    NIGHTLY_RULES_FILE,
     RULES_FILE,
+    RULES_FILES,
     exported_names,
     metric_names,
     recorded_names,
@@ -24,6 +27,7 @@ from ckptwatch.settings import JobAlertSettings
 
 PROM = DEPLOY / "prometheus"
 RULES_TEST = PROM / "ckptwatch-rules.test.yml"
+NIGHTLY_RULES_TEST = PROM / "ckptwatch-nightly-rules.test.yml"
 SCRAPE = PROM / "scrape-ckptwatch.yml"
 INHIBIT = DEPLOY / "alertmanager" / "ckptwatch-inhibit.yml"
 
@@ -33,14 +37,16 @@ def promtool(*args: str | Path, cwd: Path = PROM) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=60)
 
 
-def test_promtool_checks_the_rules() -> None:
-    done = promtool("check", "rules", RULES_FILE)
+@pytest.mark.parametrize("path", RULES_FILES, ids=lambda p: p.name)
+def test_promtool_checks_the_rules(path: Path) -> None:
+    done = promtool("check", "rules", path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"SUCCESS: {len(rules())} rules found" in done.stdout
+    assert f"SUCCESS: {len(rules(path))} rules found" in done.stdout
 
 
-def test_promtool_unit_tests_of_the_rules_pass() -> None:
-    done = promtool("test", "rules", RULES_TEST)
+@pytest.mark.parametrize("path", [RULES_TEST, NIGHTLY_RULES_TEST], ids=lambda p: p.name)
+def test_promtool_unit_tests_of_the_rules_pass(path: Path) -> None:
+    done = promtool("test", "rules", path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
 
@@ -75,15 +81,39 @@ def test_the_levels_are_ckptwatch_defaults() -> None:
 def test_every_rule_reads_only_series_that_exist() -> None:
     known = exported_names() | recorded_names() | {"up"}
     read = set()
-    for r in rules():
+    for r in rules(RULES_FILE) + rules(NIGHTLY_RULES_FILE):
         names = metric_names(str(r["expr"]))
         assert names, r
         assert names <= known, (r.get("alert") or r.get("record"), names - known)
         read |= names
-    # the rules watch the in-flight age, the timeout and the watcher's dead-man signal
+    # the rules watch the in-flight age, the timeout and the watcher's dead-man signal, and
+    # the nightly's last success and exit status
     assert {"ckptwatch_checkpoint_inflight_seconds", "ckptwatch_checkpoint_timeout_seconds",
             "ckptwatch_watch_last_scan_timestamp_seconds",
-            "ckptwatch_checkpoint_duration_seconds_bucket"} <= read
+            "ckptwatch_checkpoint_duration_seconds_bucket",
+            "ckptwatch_nightly_last_success_timestamp_seconds",
+            "ckptwatch_nightly_last_run_exit_code"} <= read
+
+
+def test_the_nightly_is_stale_after_26_hours_without_a_success() -> None:
+    """The issue's rule: no success for 26 h, present or absent; the unit tests pin when."""
+    stale = [r for r in rules(NIGHTLY_RULES_FILE) if r.get("alert") == "CkptwatchNightlyStale"]
+    exprs = {r["labels"]["reason"]: " ".join(str(r["expr"]).split())  # type: ignore[index]
+             for r in stale}
+    assert exprs == {
+        "no_success": "time() - ckptwatch_nightly_last_success_timestamp_seconds > 26 * 3600",
+        "never_succeeded": "absent(ckptwatch_nightly_last_success_timestamp_seconds)"}
+    assert [r.get("for") for r in stale] == [None, "26h"]
+
+
+def test_the_nightly_unit_tests_fail_when_the_26_hours_move(tmp_path: Path) -> None:
+    shutil.copy(NIGHTLY_RULES_TEST, tmp_path / NIGHTLY_RULES_TEST.name)
+    text = NIGHTLY_RULES_FILE.read_text()
+    assert text.count("> 26 * 3600") == 1
+    (tmp_path / NIGHTLY_RULES_FILE.name).write_text(text.replace("> 26 * 3600", "> 30 * 3600"))
+    done = promtool("test", "rules", NIGHTLY_RULES_TEST.name, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "alertname: CkptwatchNightlyStale, time: 1d3h" in done.stdout + done.stderr
 
 
 def test_recording_rules_follow_the_naming_convention() -> None:
