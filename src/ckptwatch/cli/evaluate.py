@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ckptwatch.errors import ModelError, UsageError
-from ckptwatch.simulate.config import TOOL_CLOCKS
+from ckptwatch.simulate.config import POOL_FORMATS, TOOL_CLOCKS
 
 if TYPE_CHECKING:
     from ckptwatch.cli._progress import Progress
@@ -34,6 +34,18 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds:
         raise UsageError("--seeds names no seed")
     return seeds
+
+
+def parse_pool_formats(text: str) -> tuple[str, ...]:
+    """``csv``, ``all`` (every pool format) or a comma list of ``POOL_FORMATS``."""
+    if text.strip() == "all":
+        return POOL_FORMATS
+    names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+    bad = [x for x in names if x not in POOL_FORMATS]
+    if bad or not names:
+        raise UsageError(f"--pool-formats {text!r}: use all, or names from "
+                         f"{', '.join(POOL_FORMATS)}")
+    return names
 
 
 def _scenario_flags(p: argparse.ArgumentParser) -> None:
@@ -81,6 +93,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--rules-only", action="store_true", help="ignore any model")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="output format (default: %(default)s)")
+    p.add_argument("--pool-formats", default="csv", metavar="FORMATS",
+                   help="run each seed once per pool format, comma-separated from "
+                   f"{', '.join(POOL_FORMATS)} (or all), and print a row per format: the same "
+                   "day with its pool reported by that system (default: %(default)s)")
     _scenario_flags(p)
     p.set_defaults(func=run_evaluate)
     t = sub.add_parser(
@@ -139,6 +155,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     seeds = parse_seeds(args.seeds)
     families = parse_families(args.families)
+    pool_formats = parse_pool_formats(args.pool_formats)
     model = None if args.rules_only else load_default_model(args.model)
     if args.model is not None and model is None and not args.rules_only:
         raise ModelError(f"model {args.model} not found")
@@ -147,15 +164,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if overlap:
             raise ModelError(f"seeds {overlap[:5]} were used to train the model; "
                              "evaluate on unseen seeds")
-    with _progress("evaluate", args, len(seeds)) as progress:
+    with _progress("evaluate", args, len(seeds) * len(pool_formats)) as progress:
         report = evaluate(seeds, model, progress=_scenario_line(progress), nodes=args.nodes,
-                          hours=args.hours, families=families, **_sampling(args))
+                          hours=args.hours, families=families, pool_formats=pool_formats,
+                          **_sampling(args))
     if args.format == "json":
         print(json.dumps({**report.to_dict(), "model": None if model is None else model.meta},
                          indent=2, default=str))
         return 0
     print(f"evaluation on {len(seeds)} unseen scenarios (seeds {args.seeds}, {args.nodes} "
           f"nodes x {args.hours:g} h, families {args.families}"
+          + (f", pool formats {', '.join(pool_formats)}" if pool_formats != ("csv",) else "")
           + "".join(f", {k} {v}" for k, v in _sampling(args).items())
           + "); attribution: "
           f"{'rules + calibrated model' if model else 'rules only'}")
@@ -175,9 +194,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
     print("per scenario family (wrong_cause: given a cause that is not the truth; unknown: "
           "left unknown; no_telemetry: no SMART, fabric or pool telemetry reached the stall)")
     print(render_table(report.per_family(), float_precision=3))
+    if pool_formats != ("csv",):
+        print("per pool format (the same seeds; unknown / no_telemetry: stalls so labelled; "
+              "pool_gc: stalls of GC on pool targets, pool_gc_honest: of them labelled unknown "
+              "or no_telemetry, pool_gc_wrong: given another cause)")
+        print(render_table(report.per_pool_format(), float_precision=3))
     print("reliability of the top cause's score (accuracy: how often it was the true cause)")
     print(render_table(report.reliability(), float_precision=3))
     for m in report.mistakes[:10]:
-        print(f"  miss: seed {m['seed']} {m['job_id']} step {m['step']}: truth {m['truth']}, "
-              f"predicted {m['predicted']}")
+        pool = f" (pool {m['pool_format']})" if pool_formats != ("csv",) else ""
+        print(f"  miss: seed {m['seed']}{pool} {m['job_id']} step {m['step']}: truth "
+              f"{m['truth']}, predicted {m['predicted']}")
     return 0

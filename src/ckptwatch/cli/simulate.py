@@ -14,6 +14,7 @@ from ckptwatch.simulate.config import (
     GC_EVIDENCE,
     MAX_CLOCK_SKEW_S,
     OMITTABLE,
+    POOL_FORMATS,
     SIGNAL_STRENGTHS,
     TOOL_CLOCKS,
     SimulationConfig,
@@ -81,6 +82,13 @@ def register(subparsers: Any) -> None:
                    "supported format (smartctl and nvme-cli smart-log JSON, OCP log as JSON and "
                    "text, ethtool -S, perfquery -x, sysfs snapshots, node_exporter scrapes), one "
                    "per drive or node, same values (default: %(default)s)")
+    p.add_argument("--pool-format", choices=POOL_FORMATS, default=_DEFAULTS.pool_format,
+                   help="how the pool reports itself: csv (pool/pool_metrics.csv, the long "
+                   "CSV), or a real pool's own tools under pool/<server>/: lustre (lctl "
+                   "get_param on OSSs and an MDS; no GC signal), daos (daos_metrics -C, dmg "
+                   "pool query), spdk (bdev_get_iostat), gpfs (mmpmon, mmlsqos, mmdiag "
+                   "--waiters); the targets take the system's names, the incidents and labels "
+                   "stay (default: %(default)s)")
     p.add_argument("--nics-per-node", type=int, default=_DEFAULTS.nics_per_node,
                    help="NICs per node, 1-8: the extra rails carry the node's counters scaled "
                    "(default: %(default)s)")
@@ -142,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
         drives_per_node=args.drives_per_node, drives_per_target=args.drives_per_target,
         fabric_interval_s=args.fabric_interval, pool_interval_s=args.pool_interval,
         smart_interval_s=args.smart_interval, hang_ranks=args.hang_ranks,
-        format_mix=args.format_mix, nics_per_node=args.nics_per_node,
+        format_mix=args.format_mix, pool_format=args.pool_format,
+        nics_per_node=args.nics_per_node,
         gc_evidence=args.gc_evidence, signal_strength=args.signal_strength,
         background_per_stall=args.background_per_stall, omit=args.omit,
         tool_clocks=args.tool_clocks, clock_skew_s=args.clock_skew,

@@ -10,6 +10,9 @@ from ckptwatch.errors import SimulationConfigError
 DEFAULT_START = "2026-11-28T00:00:00Z"
 #: Values of ``--format-mix``.
 FORMAT_MIXES = ("default", "world")
+#: Values of ``--pool-format``: how the pool reports itself (``ckptwatch.simulate.telemetry.
+#: pool_layout``): the long CSV, or a storage system's own tools.
+POOL_FORMATS = ("csv", "lustre", "daos", "spdk", "gpfs")
 GC_EVIDENCE = ("full", "wa_only")
 SIGNAL_STRENGTHS = ("strong", "weak")
 OMITTABLE = ("topology", "phases", "ocp", "pool", "smart", "fabric")
@@ -48,6 +51,13 @@ class SimulationConfig:
     #: OCP JSON; ethtool -S / perfquery -x) or ``world`` (every supported format, see
     #: ``ckptwatch.simulate.telemetry.mix``). The values are the same series either way.
     format_mix: str = "default"
+    #: How the pool reports itself (``POOL_FORMATS``): ``csv`` (the long CSV
+    #: ``ts,pool,target,metric,value``) or the tools of a real pool: ``lustre`` (``lctl
+    #: get_param`` on OSSs and an MDS), ``daos`` (``daos_metrics -C``, ``dmg pool query``),
+    #: ``spdk`` (``bdev_get_iostat``), ``gpfs`` (``mmpmon``, ``mmlsqos``, ``mmdiag --waiters``).
+    #: The targets take the system's names; the incidents and labels are the same
+    #: (``ckptwatch.simulate.telemetry.pool_layout``).
+    pool_format: str = "csv"
     #: NICs (RoCE netdevs / IB HCAs) per node; the extra rails carry the node's counters scaled.
     nics_per_node: int = 1
     #: How GC on local drives shows (``GC_EVIDENCE``): ``full`` (write amplification, free
@@ -122,6 +132,8 @@ class SimulationConfig:
             (self.hang_ranks >= 0, "--hang-ranks must be >= 0"),
             (self.format_mix in FORMAT_MIXES,
              f"--format-mix must be one of {', '.join(FORMAT_MIXES)}"),
+            (self.pool_format in POOL_FORMATS,
+             f"--pool-format must be one of {', '.join(POOL_FORMATS)}"),
             (1 <= self.nics_per_node <= 8, "--nics-per-node must be between 1 and 8"),
             (self.nics_per_node == 1 or self.fabric_format == "raw",
              "--nics-per-node above 1 needs --fabric-format raw"),

@@ -115,6 +115,11 @@ class ScenarioResult:
     features: pl.DataFrame
     truth: dict[tuple[str, int], list[str]]
     family: str = "base"
+    #: the scenario's ``--pool-format``
+    pool_format: str = "csv"
+    #: the true stalls whose primary cause is GC on pool targets (a pool that reports no GC,
+    #: Lustre, cannot show it: ``EvalReport.per_pool_format`` counts how they were labelled)
+    pool_gc: set[tuple[str, int]] = field(default_factory=set)
 
     def matched_labels(self) -> list[str | None]:
         """Per detected stall: the true primary cause, or None when it is not a true stall."""
@@ -138,24 +143,44 @@ def run_scenario(seed: int, workdir: Path, settings: DetectionSettings | None = 
     con.close()
     labels = json.loads((raw / "labels.json").read_text())
     truth = {(s["job_id"], int(s["step"])): list(s["causes"]) for s in labels["stalls"]}
-    return ScenarioResult(seed, features, truth)
+    return ScenarioResult(seed, features, truth, pool_format=str(opts.get("pool_format", "csv")),
+                          pool_gc=pool_gc_stalls(labels))
+
+
+def pool_gc_stalls(labels: dict[str, Any]) -> set[tuple[str, int]]:
+    """The labelled stalls whose primary cause is GC on pool targets (its GC incident names
+    targets, not local drives)."""
+    on_targets = {inc["id"] for inc in labels["incidents"]
+                  if inc["cause"] == "gc" and inc["scope"]["targets"]}
+    return {(st["job_id"], int(st["step"])) for st in labels["stalls"]
+            if st["causes"] and st["causes"][0] == "gc"
+            and any(i in on_targets for i in st["incidents"])}
 
 
 def scenarios(seeds: Iterable[int], *, progress: Callable[[str], None] | None = None,
-              families: tuple[str, ...] = ("base",), **scenario: Any) -> list[ScenarioResult]:
+              families: tuple[str, ...] = ("base",), pool_formats: tuple[str, ...] = ("csv",),
+              **scenario: Any) -> list[ScenarioResult]:
     """Run every seed in a temporary directory (removed afterwards); seeds cycle through
-    ``families`` (``family_of``)."""
+    ``families`` (``family_of``); each seed once per pool format (``pool_formats``: the same
+    day, its pool reported by another system)."""
     out = []
+    i = 0
     with tempfile.TemporaryDirectory(prefix="ckptwatch-eval-") as tmp:
-        for i, seed in enumerate(seeds, start=1):
+        for seed in seeds:
             family = family_of(seed, families)
-            if progress:
-                progress(f"scenario {i}: seed {seed} ({family})")
-            res = run_scenario(seed, Path(tmp), **{**family_options(family, seed), **scenario})
-            res.family = family
-            out.append(res)
-            shutil.rmtree(Path(tmp) / f"raw-{seed}", ignore_errors=True)
-            shutil.rmtree(Path(tmp) / f"lake-{seed}", ignore_errors=True)
+            for fmt in pool_formats:
+                i += 1
+                if progress:
+                    tag = family if pool_formats == ("csv",) else f"{family}, pool {fmt}"
+                    progress(f"scenario {i}: seed {seed} ({tag})")
+                opts = {**family_options(family, seed), **scenario}
+                if fmt != "csv":
+                    opts["pool_format"] = fmt
+                res = run_scenario(seed, Path(tmp), **opts)
+                res.family = family
+                out.append(res)
+                shutil.rmtree(Path(tmp) / f"raw-{seed}", ignore_errors=True)
+                shutil.rmtree(Path(tmp) / f"lake-{seed}", ignore_errors=True)
     return out
 
 
@@ -202,6 +227,14 @@ class EvalReport:
     mistakes: list[dict[str, Any]] = field(default_factory=list)
     #: Per family: detection counts [true, false, missed].
     detection_by_family: dict[str, list[int]] = field(default_factory=dict)
+    #: Per attributed stall: the scenario's pool format, and whether its primary cause is GC
+    #: on pool targets (empty: every stall ``csv``, none such).
+    pool_formats: list[str] = field(default_factory=list)
+    pool_gc: list[bool] = field(default_factory=list)
+    #: Per attributed stall: every true cause, primary first (empty: the primary alone).
+    true_causes: list[list[str]] = field(default_factory=list)
+    #: Per pool format: detection counts [true, false, missed].
+    detection_by_format: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def precision(self) -> float:
@@ -234,24 +267,89 @@ class EvalReport:
         pc = self.per_cause().filter(pl.col("support") > 0)
         return float(pc["f1"].mean()) if pc.height else 0.0  # type: ignore[arg-type]
 
-    def subset(self, families: Iterable[str]) -> EvalReport:
-        """The report restricted to scenarios of these families."""
-        keep = set(families)
+    def _formats(self) -> list[str]:
+        """Per attributed stall: its pool format (``csv`` where none was recorded)."""
+        return (self.pool_formats if len(self.pool_formats) == len(self.truth)
+                else ["csv"] * len(self.truth))
+
+    def _pool_gc(self) -> list[bool]:
+        return self.pool_gc if len(self.pool_gc) == len(self.truth) else [False] * len(
+            self.truth)
+
+    def _causes(self) -> list[list[str]]:
+        return (self.true_causes if len(self.true_causes) == len(self.truth)
+                else [[t] for t in self.truth])
+
+    def _keep(self, rows: Callable[[str, str, bool], bool],
+              detection: dict[str, list[int]]) -> EvalReport:
+        """The attributed stalls for which ``rows(family, pool format, pool gc)`` holds, with
+        the detection counts ``detection`` (by family)."""
         sub = EvalReport(seeds=self.seeds)
-        for fam, (tp, fp, fn) in self.detection_by_family.items():
-            if fam in keep:
-                sub.true_positives += tp
-                sub.false_positives += fp
-                sub.false_negatives += fn
-                sub.detection_by_family[fam] = [tp, fp, fn]
-        for t, p, sc, fam in zip(self.truth, self.predicted, self.scores, self.families,
-                                 strict=True):
-            if fam in keep:
+        for fam, (tp, fp, fn) in detection.items():
+            sub.true_positives += tp
+            sub.false_positives += fp
+            sub.false_negatives += fn
+            sub.detection_by_family[fam] = [tp, fp, fn]
+        for t, p, sc, fam, fmt, gc, causes in zip(self.truth, self.predicted, self.scores,
+                                                  self.families, self._formats(),
+                                                  self._pool_gc(), self._causes(), strict=True):
+            if rows(fam, fmt, gc):
                 sub.truth.append(t)
                 sub.predicted.append(p)
                 sub.scores.append(sc)
                 sub.families.append(fam)
+                sub.pool_formats.append(fmt)
+                sub.pool_gc.append(gc)
+                sub.true_causes.append(causes)
         return sub
+
+    def subset(self, families: Iterable[str]) -> EvalReport:
+        """The report restricted to scenarios of these families."""
+        keep = set(families)
+        return self._keep(lambda fam, _fmt, _gc: fam in keep,
+                          {f: c for f, c in self.detection_by_family.items() if f in keep})
+
+    def of_pool_format(self, fmt: str, *, without_pool_gc: bool = False) -> EvalReport:
+        """The report restricted to scenarios of pool format ``fmt`` (``without_pool_gc``:
+        and to the stalls whose primary cause is not GC on pool targets)."""
+        detection = self.detection_by_format.get(fmt)
+        if detection is None and fmt == "csv" and not self.detection_by_format:
+            detection = [self.true_positives, self.false_positives, self.false_negatives]
+        return self._keep(lambda _fam, f, gc: f == fmt and not (without_pool_gc and gc),
+                          {fmt: detection or [0, 0, 0]})
+
+    def per_pool_format(self) -> pl.DataFrame:
+        """Per pool format: stalls, detection precision/recall, macro-F1 and each cause's F1,
+        how many stalls were labelled unknown and no_telemetry, the share given a wrong cause;
+        the stalls of GC on pool targets (``pool_gc``) and how many of them were labelled
+        unknown or no_telemetry (``pool_gc_honest``) or a cause that is none of their true
+        causes (``pool_gc_wrong``), and the macro-F1 without them (a pool that reports no GC
+        cannot show them)."""
+        rows = []
+        for fmt in dict.fromkeys([*self.detection_by_format, *self._formats()]):
+            sub = self.of_pool_format(fmt)
+            f1 = {r["cause"]: r["f1"] for r in sub.per_cause().to_dicts()}
+            gc = [(p, c) for p, g, c in zip(sub.predicted, sub._pool_gc(), sub._causes(),
+                                            strict=True) if g]
+            rows.append({
+                "pool_format": fmt, "stalls": sub.true_positives + sub.false_negatives,
+                "precision": sub.precision, "recall": sub.recall, "macro_f1": sub.macro_f1,
+                **{f"f1_{c}": f1.get(c, 0.0) for c in MODEL_LABELS},
+                "unknown": sub.predicted.count(UNKNOWN),
+                "no_telemetry": sub.predicted.count(NO_TELEMETRY),
+                "wrong_cause": sub.wrong_cause_rate,
+                "pool_gc": len(gc),
+                "pool_gc_honest": sum(p in (UNKNOWN, NO_TELEMETRY) for p, _ in gc),
+                "pool_gc_wrong": sum(p not in (UNKNOWN, NO_TELEMETRY, *c) for p, c in gc),
+                "macro_f1_without_pool_gc": self.of_pool_format(
+                    fmt, without_pool_gc=True).macro_f1})
+        schema = {"pool_format": pl.Utf8, "stalls": pl.Int64, "precision": pl.Float64,
+                  "recall": pl.Float64, "macro_f1": pl.Float64,
+                  **{f"f1_{c}": pl.Float64 for c in MODEL_LABELS}, "unknown": pl.Int64,
+                  "no_telemetry": pl.Int64, "wrong_cause": pl.Float64, "pool_gc": pl.Int64,
+                  "pool_gc_honest": pl.Int64, "pool_gc_wrong": pl.Int64,
+                  "macro_f1_without_pool_gc": pl.Float64}
+        return pl.DataFrame(rows, schema=schema)
 
     @property
     def wrong_cause_rate(self) -> float:
@@ -327,17 +425,21 @@ class EvalReport:
                     "precision": self.subset(COMPLETE_FAMILIES).precision,
                     "recall": self.subset(COMPLETE_FAMILIES).recall},
                 "per_family": self.per_family().to_dicts(),
+                "per_pool_format": self.per_pool_format().to_dicts(),
                 "reliability": self.reliability().to_dicts(),
                 "mistakes": self.mistakes}
 
 
 def evaluate(seeds: list[int], model: AttributionModel | None, *,
              progress: Callable[[str], None] | None = None,
-             families: tuple[str, ...] = ("base",), **scenario: Any) -> EvalReport:
-    """Detection precision/recall, per-cause and per-family scores and the reliability of the
-    scores on these seeds' scenarios (seeds cycle through ``families``)."""
+             families: tuple[str, ...] = ("base",), pool_formats: tuple[str, ...] = ("csv",),
+             **scenario: Any) -> EvalReport:
+    """Detection precision/recall, per-cause, per-family and per-pool-format scores and the
+    reliability of the scores on these seeds' scenarios (seeds cycle through ``families``;
+    each seed once per pool format)."""
     report = EvalReport(seeds=list(seeds))
-    for res in scenarios(seeds, progress=progress, families=families, **scenario):
+    for res in scenarios(seeds, progress=progress, families=families,
+                         pool_formats=pool_formats, **scenario):
         detected = {(j, int(s)) for j, s in zip(res.features["job_id"], res.features["step"],
                                                strict=True)} if res.features.height else set()
         counts = [len(detected & set(res.truth)), len(detected - set(res.truth)),
@@ -348,6 +450,9 @@ def evaluate(seeds: list[int], model: AttributionModel | None, *,
         fam = report.detection_by_family.setdefault(res.family, [0, 0, 0])
         report.detection_by_family[res.family] = [a + b for a, b in zip(fam, counts,
                                                                          strict=True)]
+        by_fmt = report.detection_by_format.setdefault(res.pool_format, [0, 0, 0])
+        report.detection_by_format[res.pool_format] = [a + b for a, b in zip(by_fmt, counts,
+                                                                             strict=True)]
         if res.features.height == 0:
             continue
         verdicts = attribute(res.features, model)
@@ -360,8 +465,12 @@ def evaluate(seeds: list[int], model: AttributionModel | None, *,
             report.predicted.append(top)
             report.scores.append(vs[0].score if vs else 0.0)
             report.families.append(res.family)
+            report.pool_formats.append(res.pool_format)
+            report.pool_gc.append((row["job_id"], int(row["step"])) in res.pool_gc)
+            report.true_causes.append(res.truth[(row["job_id"], int(row["step"]))])
             if top != truth:
                 report.mistakes.append({"seed": res.seed, "family": res.family,
+                                        "pool_format": res.pool_format,
                                         "job_id": row["job_id"],
                                         "step": row["step"], "truth": res.truth[
                                             (row["job_id"], int(row["step"]))],

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ from ckptwatch.simulate.incidents import IncidentPlanner
 from ckptwatch.simulate.telemetry.fabric import fabric_counters, write_fabric
 from ckptwatch.simulate.telemetry.mix import rail_name
 from ckptwatch.simulate.telemetry.pool import pool_metrics
+from ckptwatch.simulate.telemetry.pool_formats import write_pool_tools
+from ckptwatch.simulate.telemetry.pool_layout import PoolLayout, plan_clear, pool_layout
 from ckptwatch.simulate.telemetry.sampling import Clocks, Progress
 from ckptwatch.simulate.telemetry.smart import write_smart
 from ckptwatch.simulate.workload import build_cluster, build_jobs, healthy_phases
@@ -102,12 +104,16 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
     t0 = cfg.start_epoch()
     t1 = t0 + cfg.hours * 3600.0
     # A child stream depends only on its index: the tenth (the format mix's own draws), the
-    # eleventh (the variety options': background episodes) and the twelfth (the clocks': host
-    # clock errors, tools apart) leave the first nine, and so the default scenario's files, as
-    # they were.
+    # eleventh (the variety options': background episodes), the twelfth (the clocks': host
+    # clock errors, tools apart) and the thirteenth (the pool format's) leave the first nine,
+    # and so the default scenario's files, as they were.
     (r_topo, r_jobs, r_ckpt, r_inc, r_bg, r_pool, r_smart, r_fab, r_misc,
-     r_mix, r_var, r_clock) = np.random.Generator(np.random.PCG64(seed)).spawn(12)
+     r_mix, r_var, r_clock, r_pfmt) = np.random.Generator(np.random.PCG64(seed)).spawn(13)
     cluster = build_cluster(cfg, r_topo)
+    layout = pool_layout(cfg.pool_format, cluster.pool, len(cluster.targets), cluster.targets,
+                         r_pfmt)
+    cluster = replace(cluster, pool=layout.pool, targets=layout.targets)
+    layout = plan_clear(layout, r_pfmt, t0, t1, cfg.nodes)
     clocks = _clocks(cfg, cluster, r_clock)
     bg = Background.build(r_bg, t0, t1)
     jobs = build_jobs(cfg, cluster, r_jobs, t0, t1)
@@ -142,19 +148,26 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
                                    phases="phases" not in cfg.omit))
     say("simulate: checkpoints written")
     load = _write_load(jobs)
-    pool = pool_metrics(cluster, load, incidents, bg, t0, t1, cfg.pool_interval_s, r_pool,
-                        clocks)
-    if "pool" not in cfg.omit:
-        (out / "pool").mkdir(exist_ok=True)
-        pool.write_csv(out / "pool" / "pool_metrics.csv")
-        record(out / "pool" / "pool_metrics.csv", pool.height)
+    if "pool" not in cfg.omit and cfg.pool_format != "csv":
+        for path, rows in write_pool_tools(out / "pool", layout, cluster, load, incidents, bg,
+                                           t0, t1, cfg.pool_interval_s, r_pfmt,
+                                           clocks).items():
+            record(path, rows)
+    elif cfg.pool_format == "csv":
+        pool = pool_metrics(cluster, load, incidents, bg, t0, t1, cfg.pool_interval_s, r_pool,
+                            clocks)
+        if "pool" not in cfg.omit:
+            (out / "pool").mkdir(exist_ok=True)
+            pool.write_csv(out / "pool" / "pool_metrics.csv")
+            record(out / "pool" / "pool_metrics.csv", pool.height)
     say("simulate: pool metrics written")
     if "smart" not in cfg.omit:
         for path, rows in write_smart(out / "smart", cluster, load, incidents, bg, t0, t1,
                                       cfg.smart_interval_s, r_smart, progress,
                                       mix=cfg.format_mix, with_ocp="ocp" not in cfg.omit,
                                       wa_noise=0.03 if cfg.signal_strength == "weak" else 0.01,
-                                      clocks=clocks).items():
+                                      clocks=clocks,
+                                      pool_drives=cfg.pool_format != "lustre").items():
             record(path, rows)
     if "fabric" not in cfg.omit:
         traffic = np.full(cfg.nodes, 0.05 * GB)
@@ -167,7 +180,7 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
                                        nics=cfg.nics_per_node, mix_rng=r_mix,
                                        clocks=clocks).items():
             record(path, rows)
-    labels = _labels(cfg, seed, cluster, jobs, incidents, resets, hang, clocks)
+    labels = _labels(cfg, seed, cluster, jobs, incidents, resets, hang, clocks, layout)
     (out / "labels.json").write_text(json.dumps(labels, indent=1) + "\n", encoding="utf-8")
     record(out / "labels.json", len(labels["incidents"]) + len(labels["stalls"]))
     summary.incidents = dict(Counter(f"{i['cause']}/{i['kind']}" for i in labels["incidents"]))
@@ -213,9 +226,11 @@ def _prepare(out: Path, overwrite: bool) -> None:
 
 def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
             incidents: list[Incident], resets: list[tuple[int, float]],
-            hang: Hang | None = None, clocks: Clocks | None = None) -> dict[str, Any]:
+            hang: Hang | None = None, clocks: Clocks | None = None,
+            layout: PoolLayout | None = None) -> dict[str, Any]:
     """The truth of ``labels.json``: jobs, incidents (with what they stalled), stalls, and
-    (with ``hang_ranks``) the checkpoint that never finished."""
+    (with ``hang_ranks``) the checkpoint that never finished; with a ``--pool-format`` other
+    than csv, the pool's format, servers, metadata target and statistics clear."""
     stalls = [s for job in jobs for s in labelled_stalls(job, incidents)]
     hangs: list[dict[str, Any]] = []
     if hang is not None:
@@ -262,7 +277,8 @@ def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
         "seed": seed, "generator_version": GENERATOR_VERSION, "start": _iso(cfg.start_epoch()),
         "nodes": cfg.nodes, "hours": cfg.hours, "stall_ratio": STALL_RATIO,
         "pool": {"name": cluster.pool, "targets": list(cluster.targets),
-                 "bandwidth_gbs": round(cluster.target_bw * len(cluster.targets) / GB, 3)},
+                 "bandwidth_gbs": round(cluster.target_bw * len(cluster.targets) / GB, 3),
+                 **(_pool_labels(layout, cluster) if layout and layout.format != "csv" else {})},
         "fabric_format": cfg.fabric_format,
         "jobs": [{"job_id": job.job_id, "tier": job.tier,
                   "nodes": [cluster.nodes[n] for n in job.nodes], "n_ranks": job.n_ranks,
@@ -281,6 +297,20 @@ def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
         **({"clocks": _clock_labels(cfg, clocks)} if clocks and (
             clocks.apart or clocks.shift or clocks.offset) else {}),
     }
+
+
+def _pool_labels(layout: PoolLayout, cluster: Cluster) -> dict[str, Any]:
+    """The pool format's layout and its statistics clear (where and when; for GPFS on the
+    node whose mmpmon counters were reset)."""
+    out: dict[str, Any] = layout.labels()
+    if layout.clear is not None:
+        hosts = (list(layout.servers) + ([layout.metadata_server] if layout.metadata_server
+                                         else []))
+        if layout.format == "gpfs":
+            hosts = list(cluster.nodes)
+        out["stats_cleared"] = [{"host": hosts[layout.clear.server],
+                                 "at": _iso(layout.clear.at)}]
+    return out
 
 
 def _clock_labels(cfg: SimulationConfig, clocks: Clocks) -> dict[str, Any]:

@@ -89,12 +89,13 @@ def gc_dip(ts: np.ndarray, baseline: np.ndarray, inc: Incident) -> np.ndarray:
     return np.maximum(baseline - (level - low) * frac, 0.0)
 
 
-def envelope_line(host: str, device: str | None, ts: str, source: str, output: object,
+def envelope_line(host: str, device: str | None, ts: str, source: str | None, output: object,
                   port: str | None = None) -> str:
     """One JSON Lines envelope (docs/formats.md), without its newline.
 
     Keys in the collector's order: node, device (when given: a whole-node output such as a
-    scrape names its devices itself), port (when given), collected_at, source, output.
+    scrape names its devices itself), port (when given), collected_at, source (None: left
+    out, the reader recognises the output by its content), output.
     """
     head = {"node": host}
     if device is not None:
@@ -102,5 +103,6 @@ def envelope_line(host: str, device: str | None, ts: str, source: str, output: o
     if port is not None:
         head["port"] = port
     body = json.dumps(output, separators=(",", ":"))
+    named = "" if source is None else f',"source":"{source}"'
     return json.dumps(head, separators=(",", ":"))[:-1] + (
-        f',"collected_at":"{ts}","source":"{source}","output":{body}}}')
+        f',"collected_at":"{ts}"{named},"output":{body}}}')

@@ -116,14 +116,17 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
                 interval: float, rng: np.random.Generator,
                 progress: Progress | None = None, *, mix: str = "default",
                 wa_noise: float = 0.01, with_ocp: bool = True,
-                clocks: Clocks | None = None) -> dict[Path, int]:
+                clocks: Clocks | None = None, pool_drives: bool = True) -> dict[Path, int]:
     """SMART envelopes (smartctl + OCP) for every drive, one JSON Lines file per host.
 
     ``mix`` (``telemetry.mix.smart_encoding``) chooses each drive's encoding of the same
     values. ``wa_noise``: log-normal sigma of each interval's write amplification around the
     drive's own. ``with_ocp`` False: no OCP documents (no media bytes written, no free blocks).
     ``clocks``: when the health and OCP logs are read (``ocp_times``) and how each host stamps
-    them. Returns the lines written per file.
+    them. ``pool_drives`` False: none for the pool targets' drives (a pool whose drives sit
+    behind controllers that show none, as a Lustre appliance's). A host name with a ``/`` (a
+    DAOS or SPDK target, ``nvmf01/Nvme0n1``) is written ``_`` in the file name; the
+    envelopes keep it. Returns the lines written per file.
     """
     clocks = clocks or Clocks()
     smart_dir.mkdir(parents=True, exist_ok=True)
@@ -144,7 +147,7 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
             for d in drives:
                 gc_by_drive.setdefault(d, []).append(inc)
     lines: dict[str, list[tuple[float, str, str]]] = {}
-    for d in range(cluster.n_drives):
+    for d in range(cluster.n_drives if pool_drives else n_loc):
         host, dev = cluster.drive_name(d)
         encoding = smart_encoding(mix, d)
         is_local = d < n_loc
@@ -242,7 +245,7 @@ def write_smart(smart_dir: Path, cluster: Cluster, load: WriteLoad,
     files = {}
     for host, entries in lines.items():
         entries.sort(key=lambda e: (e[0], e[1]))
-        path = smart_dir / f"{host}.jsonl"
+        path = smart_dir / f"{host.replace('/', '_')}.jsonl"
         path.write_text("".join(e[2] + "\n" for e in entries), encoding="utf-8")
         files[path] = len(entries)
     return files
