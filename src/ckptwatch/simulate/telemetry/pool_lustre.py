@@ -53,8 +53,9 @@ def _stat(name: str, n: int, unit: str, lo: int, hi: int, total: int, sumsq: int
 
 
 def _sumsq(total: int, n: int, spread: float = 1.3) -> int:
-    """A sum of squares for ``n`` samples summing to ``total`` (at least total² / n)."""
-    return int(total * total * spread // max(n, 1))
+    """A sum of squares for ``n`` whole-number samples summing to ``total`` (at least
+    total² / n, and at least total)."""
+    return max(total, int(total * total * spread // max(n, 1)))
 
 
 def _steps(ops: np.ndarray) -> np.ndarray:
@@ -126,7 +127,8 @@ def write_lustre(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: C
         counters = [model.writes(t, ts, cleared) for t in targets]
         stamped = clocks.stamp(layout.targets[targets[0]], ts)
         # The service's queue: requests in the OSS (Little: I/O rate x latency) on arrival, a
-        # third of them waiting; each request's wait a third of its latency.
+        # third of them waiting (and a fifth of a request on average before the day's
+        # counts); each request's wait a third of its latency.
         in_system = np.sum([_cumulative(_steps(c.ops) * c.rate * c.mean_ms / 1000.0,
                                         c.started) for c in counters], axis=0)
         requests = np.sum([c.ops for c in counters], axis=0)
@@ -137,7 +139,7 @@ def write_lustre(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: C
                 out += _ost_block(layout.targets[t], c, i, at + 2e-5 * k,
                                   max(1, int(model.lat_ms[t] * 30)), model.io, 0.8)
             out += _service("ost.OSS.ost_io.stats", at + 1e-4, int(requests[i]),
-                            int(latency_us[i] / 3), int(in_system[i] / 3),
+                            int(latency_us[i] / 3), int(in_system[i] / 3 + requests[i] / 5),
                             int(in_system[i] + requests[i]), "ost_write",
                             int(1.3 * latency_us[i]))
         files[_write(pool_dir / server, out)] = len(out)
