@@ -242,3 +242,13 @@ def test_evaluate_reports_a_row_per_pool_format() -> None:
     assert rows["lustre"]["macro_f1"] < 1.0 == rows["lustre"]["macro_f1_without_pool_gc"]
     assert rows["lustre"]["f1_gc"] == pytest.approx(0.5)  # 1 of 3 gc stalls found
     assert report.to_dict()["per_pool_format"][1]["pool_format"] == "lustre"
+
+
+def test_the_pool_formats_flag_names_what_it_refuses() -> None:
+    from ckptwatch.cli.evaluate import parse_pool_formats
+    from ckptwatch.errors import UsageError
+
+    assert parse_pool_formats("all") == POOL_FORMATS
+    assert parse_pool_formats("lustre, csv,lustre") == ("lustre", "csv")
+    with pytest.raises(UsageError, match=r"--pool-formats 'nfs': use all, or names from csv, "):
+        parse_pool_formats("nfs")
