@@ -146,6 +146,22 @@ def _strip_comments(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 
 
+def _disable_projection_pullup(con: duckdb.DuckDBPyConnection) -> None:
+    """Add DuckDB's projection pull-up to the disabled optimizers, where the engine has it.
+
+    The pass walks the whole inlined plan for each projection it lifts, and the marts' plans
+    are deep (stall_signals inlines some forty views): planning ``select * from
+    stall_signals`` took 12 s, 11.8 of them in that pass, over a lake of 8 ranks (2.5 s
+    without it); ``ckptwatch stalls`` on a 128-node, 8-hour day takes the same 12 s and prints
+    the same with or without it. Not in sql/session.sql: the duckdb CLI of the pins (1.5) has
+    no such pass and refuses its name."""
+    known = con.execute("select count(*) from duckdb_optimizers() "
+                        "where name = 'projection_pullup'").fetchone()
+    if known and known[0]:
+        con.execute("SET disabled_optimizers = current_setting('disabled_optimizers') "
+                    "|| ',projection_pullup'").fetchall()
+
+
 def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
             days: tuple[date, date] | None = None, memory_limit: str | None = None,
             views: Iterable[str] | None = None,
@@ -182,6 +198,7 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
             con.execute(session.read_text()).fetchall()
         except duckdb.Error as exc:
             raise QueryError(f"session settings ({session}): {exc}") from exc
+    _disable_projection_pullup(con)
     limit = duckdb_memory_limit(memory_limit)
     if limit:
         spill = Path(tempfile.gettempdir()) / "ckptwatch-duckdb"
