@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ckptwatch.simulate.telemetry.pool_layout import PoolLayout
-from ckptwatch.simulate.telemetry.pool_model import Counters, PoolModel
+from ckptwatch.simulate.telemetry.pool_model import Counters, PoolModel, server_samples
 from ckptwatch.simulate.telemetry.sampling import Clocks, envelope_line, iso_seconds, sample_times
 
 CADENCE_X = 1.0
@@ -69,13 +69,9 @@ def write_daos(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: Clo
     """Every server's ``daos_metrics -C`` envelopes and the admin node's ``dmg pool query``."""
     every = max(5.0, CADENCE_X * interval)
     files: dict[Path, int] = {}
-    clear = layout.clear
     uuid = layout.pool
-    for s, server in enumerate(layout.servers):
-        targets = layout.served_by(s)
-        ts = clocks.sampled("pool", sample_times(rng, 1, t0, t1, every)[0], t0, t1 - t0)
-        cleared = clear.at if clear is not None and clear.server == s else None
-        counters = [model.writes(t, ts, cleared) for t in targets]
+    for _, server, targets, ts, counters in server_samples(layout, model, clocks, rng, t0, t1,
+                                                              every):
         started = counters[0].started
         stamped = clocks.stamp(layout.targets[targets[0]], ts)
         iso = iso_seconds(stamped)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ckptwatch.simulate.telemetry.pool_layout import PoolLayout
-from ckptwatch.simulate.telemetry.pool_model import Counters, Metadata, PoolModel
+from ckptwatch.simulate.telemetry.pool_model import Counters, Metadata, PoolModel, server_samples
 from ckptwatch.simulate.telemetry.sampling import Clocks, sample_times
 
 #: lctl runs every this many pool intervals.
@@ -120,11 +120,8 @@ def write_lustre(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: C
     every = max(5.0, CADENCE_X * interval)
     files: dict[Path, int] = {}
     clear = layout.clear
-    for s, server in enumerate(layout.servers):
-        targets = layout.served_by(s)
-        ts = clocks.sampled("pool", sample_times(rng, 1, t0, t1, every)[0], t0, t1 - t0)
-        cleared = clear.at if clear is not None and clear.server == s else None
-        counters = [model.writes(t, ts, cleared) for t in targets]
+    for _, server, targets, ts, counters in server_samples(layout, model, clocks, rng, t0, t1,
+                                                              every):
         stamped = clocks.stamp(layout.targets[targets[0]], ts)
         # The service's queue: requests in the OSS (Little: I/O rate x latency) on arrival, a
         # third of them waiting (and a fifth of a request on average before the day's

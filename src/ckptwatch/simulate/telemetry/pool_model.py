@@ -26,7 +26,7 @@ Counters are cumulative since their statistics started (before the day: drawn) a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +41,8 @@ from ckptwatch.simulate.cluster import (
     grouped,
     overlap,
 )
+from ckptwatch.simulate.telemetry.pool_layout import PoolLayout
+from ckptwatch.simulate.telemetry.sampling import Clocks, sample_times
 
 MIB = 1024 * 1024
 #: Bytes per write I/O of each system.
@@ -248,3 +250,18 @@ def _drop(c: Counters, k: int | None) -> Counters:
     keep = np.arange(c.ts.size) != k
     return Counters(*(getattr(c, f)[keep] for f in (
         "ts", "bytes", "ops", "latency_us", "peak_ms", "mean_ms", "rate", "started")))
+
+
+def server_samples(layout: PoolLayout, model: PoolModel, clocks: Clocks,
+                   rng: np.random.Generator, t0: float, t1: float,
+                   every: float) -> Iterator[tuple[int, str, list[int], np.ndarray,
+                                                   list[Counters]]]:
+    """Each data server of ``layout``: its index, name, the targets it serves, its sample
+    instants (every ``every`` s on its own clock) and each target's write counters there (the
+    statistics cleared on the one server the layout clears)."""
+    clear = layout.clear
+    for s, server in enumerate(layout.servers):
+        targets = layout.served_by(s)
+        ts = clocks.sampled("pool", sample_times(rng, 1, t0, t1, every)[0], t0, t1 - t0)
+        cleared = clear.at if clear is not None and clear.server == s else None
+        yield s, server, targets, ts, [model.writes(t, ts, cleared) for t in targets]

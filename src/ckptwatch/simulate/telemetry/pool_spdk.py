@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from ckptwatch.simulate.telemetry.pool_layout import PoolLayout
-from ckptwatch.simulate.telemetry.pool_model import Counters, PoolModel
-from ckptwatch.simulate.telemetry.sampling import Clocks, envelope_line, iso_seconds, sample_times
+from ckptwatch.simulate.telemetry.pool_model import Counters, PoolModel, server_samples
+from ckptwatch.simulate.telemetry.sampling import Clocks, envelope_line, iso_seconds
 
 CADENCE_X = 0.5
 TICK_RATE = 2_200_000_000
@@ -64,12 +64,8 @@ def write_spdk(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: Clo
     """Every target host's ``bdev_get_iostat`` envelopes, one file per host."""
     every = max(5.0, CADENCE_X * interval)
     files: dict[Path, int] = {}
-    clear = layout.clear
-    for s, server in enumerate(layout.servers):
-        targets = layout.served_by(s)
-        ts = clocks.sampled("pool", sample_times(rng, 1, t0, t1, every)[0], t0, t1 - t0)
-        cleared = clear.at if clear is not None and clear.server == s else None
-        counters = [model.writes(t, ts, cleared) for t in targets]
+    for _, server, targets, ts, counters in server_samples(layout, model, clocks, rng, t0, t1,
+                                                              every):
         span = np.diff(ts, prepend=ts[0] - every) * 1000.0
         busy = []
         for c in counters:
