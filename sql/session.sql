@@ -32,6 +32,12 @@ set variable slow_rank_min_excess_s = 0.5;
 -- >= straggler_min_excess_s over it.
 set variable straggler_factor = 2.0;
 set variable straggler_min_excess_s = 1.0;
+-- A chronic slow host (slow_hosts, docs/slow-hosts.md): its median rank above the checkpoint's
+-- p50 consistently (one-sided sign test p <= slow_host_max_p_value), by at least
+-- slow_host_min_excess_pct % (median over checkpoints), over >= slow_host_min_checkpoints.
+set variable slow_host_max_p_value = 0.05;
+set variable slow_host_min_excess_pct = 2.0;
+set variable slow_host_min_checkpoints = 5;
 -- Telemetry coverage of a stall (stall_coverage): a series reached the stall when the time it
 -- spans comes within this many seconds of the window (or within its own sampling interval, if
 -- longer). Each tool keeps its own clock: coverage is never judged by equal timestamps.

@@ -22,11 +22,9 @@ writes as (
 
 settings as (
     select
-        cast(coalesce(getvariable('slow_host_max_p_value'), 0.05) as double) as max_p_value,
-        cast(coalesce(getvariable('slow_host_min_excess_pct'), 2.0) as double)
-            as min_excess_pct,
-        cast(coalesce(getvariable('slow_host_min_checkpoints'), 5) as bigint)
-            as min_checkpoints,
+        cast(getvariable('slow_host_max_p_value') as double) as max_p_value,
+        cast(getvariable('slow_host_min_excess_pct') as double) as min_excess_pct,
+        cast(getvariable('slow_host_min_checkpoints') as bigint) as min_checkpoints,
 ),
 
 checkpoints as (
