@@ -82,30 +82,6 @@ def test_sql_select_1_builds_no_view(raw_dir: Path, tmp_path: Path,
     assert capsys.readouterr().out.splitlines()[0] == "n"
 
 
-def test_provided_views_are_used_and_what_they_read_is_not_built(raw_dir: Path,
-                                                                tmp_path: Path) -> None:
-    """The live watcher gives its open checkpoint as ``stalls``: the views that read it see
-    the frame, and the lake's own stalls (checkpoint_latency and below) are not built."""
-    lake = tmp_path / "lake"
-    ingest(raw_dir, lake)
-    at = pl.datetime(2026, 11, 28, time_zone="UTC")
-    mine = pl.select(job_id=pl.lit("j"), step=7, is_stall=True, start_ts=at, end_ts=at)
-    ranks = pl.DataFrame({"job_id": ["j"], "step": [7], "node": ["n1"], "target_host": ["t1"],
-                          "is_slow": [True]})
-    con = connect(lake, views=["stall_signals"],
-                  provided={"stalls": mine, "stall_ranks": ranks})
-    try:
-        assert con.execute("select job_id, step from stalls").fetchall() == [("j", 7)]
-        assert con.execute("select count(*) from stall_signals").fetchall() == [(0,)]
-        built = _views(con)
-        assert "stall_signals" in built and "checkpoint_latency" not in built
-    finally:
-        con.close()
-    assert "stalls" not in {f.stem for f in view_files(provided=["stalls"])}
-    with pytest.raises(QueryError, match="no view named nope"):
-        connect(lake, views=["stragglers"], provided={"nope": mine})
-
-
 def test_the_manifest_dir_is_the_stores() -> None:
     """``connect`` checks for a lake without importing the store: the same directory name."""
     from ckptwatch.lake import query, store

@@ -107,32 +107,28 @@ def views_named_in(sql: str, root: Path | None = None) -> frozenset[str]:
     return _named_in(sql, _names(catalog.text))
 
 
-def view_files(root: Path | None = None, needed: Iterable[str] | None = None,
-               provided: Iterable[str] = ()) -> list[Path]:
+def view_files(root: Path | None = None, needed: Iterable[str] | None = None) -> list[Path]:
     """Every view file in build order: by layer, then dependencies, then name. ``needed``: only
-    those views and the views they read, in the same order (the rest are not built).
-    ``provided``: views the caller defines itself: neither built nor followed."""
+    those views and the views they read, in the same order (the rest are not built)."""
     catalog = _catalog(root or sql_dir())
-    given = set(provided)
     if needed is None:
-        return [f for f in catalog.ordered if f.stem not in given]
-    keep = _closure(catalog, set(needed), given)
+        return list(catalog.ordered)
+    keep = _closure(catalog, set(needed))
     return [f for f in catalog.ordered if f.stem in keep]
 
 
-def _closure(catalog: _Catalog, needed: set[str], provided: set[str] | None = None) -> set[str]:
-    """The views of ``needed`` and everything they read, transitively, short of ``provided``."""
-    given = provided or set()
-    unknown = sorted((needed | given) - catalog.reads.keys())
+def _closure(catalog: _Catalog, needed: set[str]) -> set[str]:
+    """The views of ``needed`` and everything they read, transitively."""
+    unknown = sorted(needed - catalog.reads.keys())
     if unknown:
         raise QueryError(f"no view named {', '.join(unknown)} in the SQL directory")
     keep: set[str] = set()
-    todo = [n for n in needed if n not in given]
+    todo = list(needed)
     while todo:
         name = todo.pop()
         if name not in keep:
             keep.add(name)
-            todo += catalog.reads[name] - keep - given
+            todo += catalog.reads[name] - keep
     return keep
 
 
@@ -165,7 +161,6 @@ def _disable_projection_pullup(con: duckdb.DuckDBPyConnection) -> None:
 def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memory:",
             days: tuple[date, date] | None = None, memory_limit: str | None = None,
             views: Iterable[str] | None = None,
-            provided: Mapping[str, pl.DataFrame] | None = None,
             extra_rows: Mapping[str, pl.DataFrame] | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every view of ``sql/`` built over the lake.
 
@@ -175,10 +170,9 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     ``$CKPTWATCH_DUCKDB_MEMORY`` (see :func:`ckptwatch.settings.duckdb_memory_limit`).
     ``views``: build only these views and those they read (a step that needs two marts does
     not pay for binding all of them: ~5 s over a 512-node day); ``None``: every view.
-    ``provided``: views given as frames instead of built from ``sql/`` (what they read is not
-    built for them). ``extra_rows``: rows added to lake tables (``union all by name``) before
-    any view or variable reads them. Every view is built as its file says but for the swaps of
-    ``ckptwatch.lake.seam`` (these two, the stored counter deltas, one footer per lake view).
+    ``extra_rows``: rows added to lake tables (``union all by name``) before any view or
+    variable reads them. Every view is built as its file says but for the swaps of
+    ``ckptwatch.lake.seam`` (these rows, the stored counter deltas, one footer per lake view).
     """
     if days is not None and days[0] > days[1]:
         raise QueryError(f"days: {days[0]} is after {days[1]}")
@@ -186,9 +180,8 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
     if not (root / MANIFEST_DIR).is_dir():
         raise LakeError(f"no lake at {root} (run `ckptwatch ingest RAW_DIR --lake "
                         f"{root}` first)")
-    given = dict(provided or {})
     extra = {t: rows for t, rows in (extra_rows or {}).items() if rows.height}
-    files = view_files(needed=views, provided=given) if build else []
+    files = view_files(needed=views) if build else []
     if not build or any(f.parent.name == "lake" for f in files):
         _add_missing_tables(root)  # the views (or the caller, unbuilt) read the tables
     con = duckdb.connect(database)
@@ -217,7 +210,7 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
-        seam.build_views(con, root, files, _catalog(sql_dir()).text, days, given, extra)
+        seam.build_views(con, root, files, _catalog(sql_dir()).text, days, extra)
     return con
 
 

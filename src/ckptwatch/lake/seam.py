@@ -18,19 +18,17 @@ computed or where they come from; the first three return the same rows as the fi
    it do not compute it again; restored on exit. Attribution pins ``PINNED_VIEWS``,
    ``PINNED_SAMPLES`` and ``PINNED_SERIES`` (``ckptwatch.analysis.stalls``).
 
-Three swaps give a view other rows, on the caller's request:
+Two swaps give a view other rows, on the caller's request:
 
-4. **Provided views** (``connect(provided=...)``, :func:`provide_views`): a view given as a
-   frame instead of built from ``sql/``; what it reads is not built for it.
-5. **Added rows** (``connect(extra_rows=...)``, :func:`add_rows`): rows added to a lake table's
+4. **Added rows** (``connect(extra_rows=...)``, :func:`add_rows`): rows added to a lake table's
    view (``union all by name``) before any other view reads it: raw telemetry not yet ingested
    (the live watcher). The stored deltas do not hold them, so a connection given rows of a
    counter table computes the deltas (2).
-6. **Some parts only** (:func:`read_parts`): a lake table's view reads the given Parquet files
+5. **Some parts only** (:func:`read_parts`): a lake table's view reads the given Parquet files
    only (``ckptwatch.lake.derived.refresh``: a day's counter parts, a batch at a time).
 
 To see what a view returns without any of them, build it in the duckdb CLI (``sql/build.sql``)
-or with ``ckptwatch sql``, which passes neither ``provided`` nor ``extra_rows`` and pins nothing
+or with ``ckptwatch sql``, which passes no ``extra_rows`` and pins nothing
 (``sql/README.md``, "What a view returns at run time").
 """
 
@@ -84,14 +82,12 @@ PINNED_SAMPLES: tuple[str, ...] = ("int_signal_gauge_samples", "int_signal_write
 
 def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path],
                 text: Mapping[str, str], days: tuple[date, date] | None,
-                provided: Mapping[str, pl.DataFrame],
                 extra_rows: Mapping[str, pl.DataFrame]) -> None:
     """Build ``files`` (view files in build order; ``text``: each one's SQL by view name) on
-    ``con``, with the swaps of the module doc: ``provided`` views first, the stored-deltas
-    switch, then each view, a lake view's parts read with one footer when they allow it and
-    ``extra_rows`` added to its table."""
+    ``con``, with the swaps of the module doc: the stored-deltas switch, then each view, a
+    lake view's parts read with one footer when they allow it and ``extra_rows`` added to its
+    table."""
     files = list(files)
-    provide_views(con, provided)
     if any(f.stem == DERIVED_READER for f in files):
         use_stored_deltas(con, root, days, added_to=extra_rows.keys())
     for f in files:
@@ -105,15 +101,6 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path
                 add_rows(con, f.stem, extra_rows[f.stem])
         except duckdb.Error as exc:
             raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
-
-
-def provide_views(con: duckdb.DuckDBPyConnection, frames: Mapping[str, pl.DataFrame]) -> None:
-    """Each frame of ``frames`` is the view of its name (its rows registered as
-    ``provided_<name>``, which a caller may read to redefine the view over them)."""
-    for name, frame in frames.items():
-        con.register(f"provided_{name}", frame.to_arrow())
-        con.execute(f'create or replace view "{name}" as select * from '
-                    f'"provided_{name}"').fetchall()
 
 
 def use_stored_deltas(con: duckdb.DuckDBPyConnection, root: Path,
