@@ -82,6 +82,17 @@ def test_training_mode_file_is_detected_but_has_no_checkpoints() -> None:
     assert n_ranks_from_summary(json.loads((DLIO_TESTS / "summary.json").read_text())) == 2
 
 
+@pytest.mark.parametrize(("text", "reason"), [
+    ("9" * 5000, "a number has more than 4300 digits"),  # Python's int limit: a ValueError
+    ("[" * 100_000, "nested too deeply to read"),
+])
+def test_json_that_python_refuses_is_a_record_error(text: str, reason: str) -> None:
+    """Found by the fuzz test: a 5,000-digit number crashed the reader with json's ValueError."""
+    with pytest.raises(RecordError, match=rf"^DLIO per_epoch_stats is not valid JSON \({reason}; "
+                                          r"truncated\?\)$"):
+        parse_dlio_per_epoch_stats(text, rank=0, job_id="j", node="n", n_ranks=1)
+
+
 def test_truncated_and_malformed_copies() -> None:
     text = json.dumps(STATS, indent=4)
     with pytest.raises(RecordError, match=r"^DLIO per_epoch_stats is not valid JSON \(.*; "

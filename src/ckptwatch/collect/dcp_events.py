@@ -45,7 +45,7 @@ def replay_dcp_events(lines: Iterable[str], recorder: CheckpointRecorder, *,
             continue
         try:
             msg = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             msg = None
         if not isinstance(msg, dict) or "event" not in msg or "func_name" not in msg:
             bad += 1

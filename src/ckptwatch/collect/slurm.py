@@ -376,7 +376,7 @@ def read_slurm_json(text: str, origin: str) -> Any:
     """The parsed document, or ``SlurmInputError`` naming ``origin`` and the problem."""
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise SlurmInputError(f"{origin}: not JSON ({exc}); run sacct or squeue with "
                               "--json") from None
     _layout_checked(doc, origin)

@@ -29,7 +29,6 @@ This is a file-level format, not an envelope tool: it registers no tool source.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
@@ -38,6 +37,7 @@ from typing import Any
 
 from ckptwatch.errors import RecordError
 from ckptwatch.lake.schema import TIERS
+from ckptwatch.sources.base import load_json
 from ckptwatch.sources.textkv import parse_number, shorten
 
 GIB = 1 << 30
@@ -79,10 +79,10 @@ def _load(text_or_obj: Any, what: str = "DLIO per_epoch_stats") -> Any:
         text_or_obj = text_or_obj.decode("utf-8", errors="replace")
     if isinstance(text_or_obj, str):
         try:
-            return json.loads(text_or_obj)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{what} is not valid JSON ({exc.msg} at line "
-                              f"{exc.lineno} column {exc.colno}; truncated?)") from exc
+            return load_json(text_or_obj)
+        except RecordError as exc:  # "invalid JSON (<reason>)": malformed, too deep, too long
+            reason = str(exc).removeprefix("invalid JSON (").removesuffix(")")
+            raise RecordError(f"{what} is not valid JSON ({reason}; truncated?)") from exc
     return text_or_obj
 
 
