@@ -70,6 +70,48 @@ create or replace macro interval_seconds(interval_us) as
 create or replace macro counter_rate(delta, interval_us) as
     delta / nullif(interval_seconds(interval_us), 0);
 
+-- pool_target(name): the target a name stands for, the key that joins a checkpoint record's
+-- target to the pool telemetry's (docs/formats.md, "Pool target identity"): trimmed, and a Lustre
+-- target as <fsname>-OSTxxxx / <fsname>-MDTxxxx whichever spelling a tool printed (fs-OST0003,
+-- fs-OST0003_UUID from lfs, the client's device fs-OST0003-osc-ffff…, any case); any other name
+-- as it is. The pool readers write these names already (ckptwatch.sources.pool_common.
+-- pool_target, the same rule: tests/sql/test_pool_target.py holds the two equal); here for lakes
+-- and writers that did not. A name already canonical passes after one match.
+create or replace macro pool_target_pattern() as
+    '([A-Za-z0-9_]{1,8})-([Oo][Ss][Tt]|[Mm][Dd][Tt])([0-9A-Fa-f]{4})'
+    || '(?:_UUID|_uuid|-(?:osc|mdc)-[^\t\n\x0B\f\r ]*)?';
+-- What the rule could change: a Lustre kind and index, or whitespace at either end. Any other
+-- name (nearly every row of a pool that is not Lustre) is itself after this one match.
+create or replace macro pool_target_changes(name) as
+    regexp_matches(name, '[Oo][Ss][Tt][0-9A-Fa-f]{4}|[Mm][Dd][Tt][0-9A-Fa-f]{4}'
+        || '|^[\t\n\x0B\f\r ]|[\t\n\x0B\f\r ]$');
+-- A Lustre name's parts joined (<fsname>-<kind><index>), then its last seven characters (the
+-- kind and the index) upper case: one regular expression for the whole rewrite.
+create or replace macro pool_target_lustre(joined) as
+    left(joined, length(joined) - 7) || upper(right(joined, 7));
+create or replace macro pool_target_of(name) as
+    case
+        when regexp_full_match(name, pool_target_pattern())
+            then pool_target_lustre(regexp_replace(name, '^' || pool_target_pattern() || '$',
+                '\1-\2\3'))
+        else name
+    end;
+create or replace macro pool_target(name) as
+    case
+        when regexp_full_match(name, '[A-Za-z0-9_]{1,8}-(?:OST|MDT)[0-9A-F]{4}') then name
+        when not pool_target_changes(name) then name
+        else pool_target_of(trim(name, chr(32) || chr(9) || chr(10) || chr(11) || chr(12)
+            || chr(13)))
+    end;
+-- pool_targets(targets): a record's targets (a striped write names several, joined by commas),
+-- each as pool_target spells it.
+create or replace macro pool_targets(targets) as
+    case
+        when not contains(targets, ',') then pool_target(targets)
+        else array_to_string(
+            list_transform(string_split(targets, ','), lambda t: pool_target(t)), ',')
+    end;
+
 -- canonical_status(status): a finished rank's status as the lake's canonical value: the
 -- accepted spellings of the input contract (ckptwatch.lake.schema.STATUS_SPELLINGS, any case,
 -- trimmed; tests/sql/test_timeouts.py holds the two lists equal). The ingest writes

@@ -93,10 +93,14 @@ merged_rows as (
     group by job_id, step, rank
 ),
 
+-- target: each target as pool_target (sql/session.sql) spells it, as stg_checkpoint_writes.
 final as (
-    select * from unique_rows
-    union all
-    select * from merged_rows
+    select * replace (pool_targets(target) as target)
+    from (
+        select * from unique_rows
+        union all
+        select * from merged_rows
+    )
 )
 
 select * from final;

@@ -8,6 +8,8 @@
 -- such a node, tier or target takes the exact path too, so the rows of the others are read
 -- without those columns when a query needs none of them (checkpoint_latency): the limit is
 -- checked once, in the bitmap pass, not on every column of every row.
+-- target: each target as pool_target (sql/session.sql) spells it, the key it joins the pool
+-- telemetry by.
 -- status: the canonical value (canonical_status, sql/session.sql): the ingest writes it, and a
 -- lake written before the accepted spellings were normalised reads the same.
 create or replace view stg_checkpoint_writes as
@@ -77,7 +79,7 @@ final as (
         rank,
         node,
         tier,
-        target,
+        pool_targets(target) as target,
         start_ts,
         end_ts,
         duration_s,

@@ -6,8 +6,11 @@
 -- Deltas: stg_counter_deltas; interval means of the cumulative sums: int_pool_interval_means.
 create or replace view stg_pool_metrics as
 with
+-- target: as pool_target (sql/session.sql) spells it, so one target's rows are one series
+-- whichever tool (or spelling) wrote them.
 source as (
-    select * from pool_metrics
+    select * replace (pool_target(target) as target)
+    from pool_metrics
     where not ids_over_limit(greatest(
         length(pool),
         length(target),

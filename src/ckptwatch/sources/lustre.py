@@ -49,6 +49,7 @@ from typing import Any
 from ckptwatch.errors import RecordError
 from ckptwatch.sources.base import ToolContext, register_tool
 from ckptwatch.sources.envelope import LINE_REJECTS
+from ckptwatch.sources.pool_common import pool_target
 from ckptwatch.sources.textkv import shorten
 
 SOURCE = "lctl"
@@ -151,6 +152,7 @@ class _Rows:
             raise RecordError(f"snapshot_time {seconds:.0f} s is not a time") from None
 
     def add(self, ts: datetime, pool: str, target: str, values: dict[str, float]) -> None:
+        target = pool_target(target)
         self.rows += [{"ts": ts, "pool": pool, "target": target, "metric": metric,
                        "value": float(value)} for metric, value in values.items()]
 
@@ -416,7 +418,7 @@ def _read_block(block: _Block, out: _Rows) -> bool:
     return True
 
 
-@register_tool(SOURCE, detect)
+@register_tool(SOURCE, detect, needs=("stats", IN_FLIGHT))
 def parse_lctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``lctl get_param`` text of an OSS or MDS -> ``pool_metrics`` rows. A parameter with a
     line not in its format is quarantined whole (``LINE_REJECTS``: its counters belong

@@ -8,6 +8,7 @@ Rows are ``pool_metrics`` rows ``(ts, pool, target, metric, value)`` in the pool
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +23,34 @@ TOOL_FILE_WORDS = frozenset({
 })
 
 
+#: The whitespace ``pool_target`` trims (the SQL macro's ``chr(32) || chr(9) || …``).
+_TRIMMED = " \t\n\v\f\r"
+#: A Lustre target in any of the spellings its tools print: ``fs-OST0003`` (lctl, the
+#: exporters), ``fs-OST0003_UUID`` (``lfs df``, ``lfs getstripe --obd``), the client's device
+#: ``fs-OST0003-osc-ffff8803c9c0f000`` (``lctl dl``, ``osc.*`` parameters), an MDT's
+#: ``fs-MDT0000-mdc-…``; the kind and the hex index in any (ASCII) case. sql/session.sql's
+#: ``pool_target_pattern()`` is the same pattern (tests/sql/test_pool_target.py).
+LUSTRE_TARGET = re.compile(r"([A-Za-z0-9_]{1,8})-([Oo][Ss][Tt]|[Mm][Dd][Tt])([0-9A-Fa-f]{4})"
+                           r"(?:_UUID|_uuid|-(?:osc|mdc)-[^\t\n\x0B\f\r ]*)?")
+
+
+def pool_target(name: str) -> str:
+    """The target a name stands for, the key that joins a checkpoint record's target to the
+    pool telemetry's (docs/formats.md, "Pool target identity"): trimmed, and a Lustre target
+    as ``<fsname>-OSTxxxx`` / ``<fsname>-MDTxxxx`` (upper-case kind and index) whichever
+    spelling a tool printed; any other name as it is. The SQL macro ``pool_target`` applies
+    the same rule to lakes and writers that did not."""
+    text = name.strip(_TRIMMED)
+    m = LUSTRE_TARGET.fullmatch(text)
+    if m is None:
+        return text
+    return f"{m.group(1)}-{m.group(2).upper()}{m.group(3).upper()}"
+
+
 def pool_row(ts: datetime, pool: str, target: str, metric: str, value: float) -> dict[str, Any]:
-    """One ``pool_metrics`` row."""
-    return {"ts": ts, "pool": pool, "target": target, "metric": metric, "value": float(value)}
+    """One ``pool_metrics`` row (its target as :func:`pool_target` spells it)."""
+    return {"ts": ts, "pool": pool, "target": pool_target(target), "metric": metric,
+            "value": float(value)}
 
 
 def host_target(ctx: ToolContext, name: str) -> str:
