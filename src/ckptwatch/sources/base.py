@@ -250,16 +250,24 @@ class ToolFormat:
     source: str
     parse: ToolParser
     detect: Detector
+    #: Text that a text output ``detect`` accepts holds, one of these at least (None: no such
+    #: test): ``detect_tool`` does not ask ``detect`` about text holding none of them. Never
+    #: narrower than ``detect`` (tests/sources/test_detect_needs.py): a cheap test first, so
+    #: that an envelope naming no ``source`` is not given to every detector in turn.
+    needs: tuple[str, ...] | None = None
 
 
 TOOL_FORMATS: dict[str, ToolFormat] = {}
 
 
-def register_tool(source: str, detect: Detector) -> Callable[[ToolParser], ToolParser]:
-    """Decorator: register ``parse`` as the parser of envelope ``source``."""
+def register_tool(source: str, detect: Detector, needs: tuple[str, ...] | None = None
+                  ) -> Callable[[ToolParser], ToolParser]:
+    """Decorator: register ``parse`` as the parser of envelope ``source``; ``needs``: text a
+    text output ``detect`` accepts holds one of (``ToolFormat.needs``)."""
 
     def wrap(parse: ToolParser) -> ToolParser:
-        TOOL_FORMATS[source] = ToolFormat(source=source, parse=parse, detect=detect)
+        TOOL_FORMATS[source] = ToolFormat(source=source, parse=parse, detect=detect,
+                                          needs=needs)
         return parse
 
     return wrap
@@ -344,8 +352,16 @@ def int_text_as_float(text: pl.Expr) -> pl.Expr:
 
 
 def detect_tool(output: Any) -> str | None:
-    """Name of the registered format that recognises ``output``, or None."""
+    """Name of the registered format that recognises ``output``, or None (the first in the
+    order of registration; a detector whose ``needs`` text holds none of is passed over)."""
+    text = output if type(output) is str else None
     for fmt in TOOL_FORMATS.values():
+        if text is not None and fmt.needs is not None:
+            for part in fmt.needs:  # (a loop, not any(): a hot path, ~15 formats a call)
+                if part in text:
+                    break
+            else:
+                continue
         try:
             if fmt.detect(output):
                 return fmt.source

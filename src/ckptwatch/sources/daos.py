@@ -67,7 +67,8 @@ POOL_QUERY_SOURCE = "dmg-pool-query"
 #: The pool of engine-wide metrics (I/O latency per target, scheduler) when nothing names one.
 DEFAULT_POOL = "daos"
 
-_CSV_HEADER = re.compile(r"^name,value,min,max,mean,sample_size,sum,std_dev\b")
+_CSV_COLUMNS = "name,value,min,max,mean,sample_size,sum,std_dev"
+_CSV_HEADER = re.compile(rf"^{_CSV_COLUMNS}\b")
 _CSV_ROW = re.compile(r"^ID:\s*(?P<engine>\d+)/(?P<path>[^,]+),(?P<rest>.*)$")
 #: A command line echoed above the output (``sudo daos_metrics -C -S 0``, ``#sudo …``).
 _COMMAND = re.compile(r"^#?\s*(?:sudo\s+)?(?:daos_metrics|dmg)\b")
@@ -227,7 +228,7 @@ def read_metrics(text: str) -> tuple[list[Reading], list[tuple[int, str, str]]]:
     return readings, bad
 
 
-@register_tool(SOURCE, detect)
+@register_tool(SOURCE, detect, needs=("ID:", _CSV_COLUMNS, "samples"))
 def parse_daos_metrics(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``daos_metrics`` text (CSV or tree) -> ``pool_metrics`` rows (see the module doc)."""
     if not isinstance(output, str):
@@ -322,7 +323,7 @@ def detect_pool_query(output: Any) -> bool:
     return any(_POOL_HEAD.match(line.strip()) for line in output.splitlines()[:10])
 
 
-@register_tool(POOL_QUERY_SOURCE, detect_pool_query)
+@register_tool(POOL_QUERY_SOURCE, detect_pool_query, needs=("ntarget=",))
 def parse_pool_query(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``dmg pool query`` -> ``background_active.rebuild`` of the pool (target = the pool)."""
     if not isinstance(output, str):

@@ -12,6 +12,7 @@ line; the port column is the envelope's ``port`` or ``"1"`` (a netdev is one por
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -92,9 +93,12 @@ def canonical_alias(name: str) -> str | None:
     return None
 
 
-def _content_lines(text: str) -> list[tuple[int, str]]:
-    return [(i, line) for i, line in iter_lines(text)
-            if not line.lstrip().startswith("#") and line.strip() != HEADER]
+def _content_lines(text: str, limit: int | None = None) -> list[tuple[int, str]]:
+    """The statistics' lines (not comments, not the header); only the first ``limit`` (None:
+    all) are looked for."""
+    return list(itertools.islice(((i, line) for i, line in iter_lines(text)
+                                  if not line.lstrip().startswith("#")
+                                  and line.strip() != HEADER), limit))
 
 
 def detect(output: Any) -> bool:
@@ -108,7 +112,7 @@ def detect(output: Any) -> bool:
         if line.strip() == HEADER:
             return True
         break
-    lines = _content_lines(output)[:200]
+    lines = _content_lines(output, 200)
     if len(lines) < 3:
         return False
     for _, line in lines:
@@ -129,7 +133,7 @@ def _interface(text: str, ctx: ToolContext) -> str:
                       "or the file name (fabric/<node>/eth0.txt)")
 
 
-@register_tool(SOURCE, detect)
+@register_tool(SOURCE, detect, needs=(HEADER, "rx", "tx"))
 def parse_ethtool(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``ethtool -S`` text -> ``fabric_counters`` rows (driver names plus canonical aliases)."""
     if not isinstance(output, str):

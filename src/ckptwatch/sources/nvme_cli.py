@@ -412,7 +412,7 @@ def _error_text(text: str) -> str | None:
     return None
 
 
-@register_tool(OCP_SOURCE, detect_ocp)
+@register_tool(OCP_SOURCE, detect_ocp, needs=_TEXT_MARKERS)
 def parse_ocp_smart(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``nvme ocp smart-add-log`` (text or ``-o json``) or a vendor log -> ``nvme_smart`` rows."""
     if isinstance(output, dict):

@@ -105,7 +105,7 @@ def detect(output: Any) -> bool:
     return len(dotted) >= 2
 
 
-@register_tool(SOURCE, detect)
+@register_tool(SOURCE, detect, needs=("#", ":..."))
 def parse_perfquery(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """perfquery text (one or more port blocks) -> ``fabric_counters`` rows."""
     if not isinstance(output, str):

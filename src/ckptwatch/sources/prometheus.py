@@ -166,7 +166,7 @@ def _when(ctx: ToolContext, ts_ms: int | None, where: str = "sample") -> datetim
         raise RecordError(f"{where}: sample timestamp {ts_ms} ms is out of range") from None
 
 
-@register_tool(SOURCE, detect)
+@register_tool(SOURCE, detect, needs=("# HELP ", "# TYPE ", "{"))
 def parse_prometheus(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """A saved scrape -> ``fabric_counters`` and ``nvme_smart`` rows."""
     if not isinstance(output, str):

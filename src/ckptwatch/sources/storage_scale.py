@@ -68,7 +68,7 @@ def detect_mmpmon(output: Any) -> bool:
         line.lstrip().startswith("_fs_io_s_ ") for line in output.splitlines()[:20])
 
 
-@register_tool(MMPMON_SOURCE, detect_mmpmon)
+@register_tool(MMPMON_SOURCE, detect_mmpmon, needs=("_fs_io_s_ ",))
 def parse_mmpmon(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``mmpmon -p`` ``fs_io_s`` -> per file system and node write and metadata counts."""
     if not isinstance(output, str):
@@ -165,7 +165,7 @@ def detect_mmlsqos(output: Any) -> bool:
         line.startswith("mmlsqos:") for line in output.splitlines()[:20])
 
 
-@register_tool(MMLSQOS_SOURCE, detect_mmlsqos)
+@register_tool(MMLSQOS_SOURCE, detect_mmlsqos, needs=("mmlsqos:",))
 def parse_mmlsqos(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``mmlsqos -Y`` ``stats`` -> per storage pool queue depth and maintenance share."""
     if not isinstance(output, str):
@@ -215,7 +215,7 @@ def detect_waiters(output: Any) -> bool:
 _IO_COMPLETION = re.compile(r"\bfor I/O completion\b")
 
 
-@register_tool(WAITERS_SOURCE, detect_waiters)
+@register_tool(WAITERS_SOURCE, detect_waiters, needs=("mmdiag:waiters:",))
 def parse_waiters(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``mmdiag --waiters -Y`` -> rebuild activity, NSD I/O in flight and its longest wait."""
     if not isinstance(output, str):

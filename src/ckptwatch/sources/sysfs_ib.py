@@ -115,7 +115,7 @@ def detect(output: Any) -> bool:
     return False
 
 
-@register_tool(SOURCE, detect)
+@register_tool(SOURCE, detect, needs=("counters/", "counters_ext/"))
 def parse_sysfs_ib(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """A sysfs ``counters/`` + ``hw_counters/`` snapshot -> ``fabric_counters`` rows."""
     items: list[tuple[str, Any, str]] = []
