@@ -21,7 +21,8 @@ set parquet_metadata_cache = true;
 -- Detection thresholds (docs/concepts.md): their one definition. ckptwatch reads these
 -- defaults (ckptwatch.analysis.detection.DetectionSettings) and sets its overrides (CLI flags)
 -- as the same variables; in the duckdb CLI, SET VARIABLE stall_factor = 3; after this file.
--- A stall: barrier >= stall_factor x the job's rolling median and >= stall_min_excess_s over it.
+-- A stall: barrier >= stall_factor x the job's healthy baseline (stalls.sql) and >=
+-- stall_min_excess_s over it.
 set variable stall_factor = 2.0;
 set variable stall_min_excess_s = 1.0;
 -- A slow rank of a stall: duration >= slow_rank_factor x the job's normal rank duration and
