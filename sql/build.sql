@@ -34,6 +34,7 @@
 .read sql/intermediate/int_pool_interval_means.sql
 .read sql/intermediate/int_signal_catalog.sql
 .read sql/intermediate/int_window_samples.sql
+.read sql/intermediate/int_pool_jobs.sql
 .read sql/intermediate/int_signal_counters.sql
 .read sql/intermediate/int_unfinished_ranks.sql
 .read sql/intermediate/int_signal_counter_deltas.sql
@@ -50,6 +51,7 @@
 .read sql/marts/plan_measurements.sql
 .read sql/marts/stalls.sql
 .read sql/marts/report_checkpoints.sql
+.read sql/marts/stall_pool_jobs.sql
 .read sql/marts/stall_ranks.sql
 .read sql/marts/checkpoint_ranks.sql
 .read sql/marts/stall_coverage.sql

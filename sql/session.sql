@@ -113,6 +113,16 @@ create or replace macro pool_targets(targets) as
             list_transform(string_split(targets, ','), lambda t: pool_target(t)), ',')
     end;
 
+-- Lustre job_stats name a job by Lustre's own job id (jobid_var: SLURM_JOB_ID gives 1234; a
+-- jobid_name pattern: SLURM_JOB%j:%u:%H gives SLURM_JOB10:0:node01, %e.%u gives python.1001).
+-- int_pool_jobs joins it to the checkpoint records' job_id by the scheduler's job id inside
+-- each: the first group of pool_job_key_pattern in Lustre's id (default: the digits ending its
+-- first field, so python.1001, an executable and a uid, names no job) and of
+-- record_job_key_pattern in a record's job_id (default: its trailing digits: job-1234 and 1234
+-- alike). Ids equal as text always join. In the duckdb CLI, SET VARIABLE to change them.
+set variable pool_job_key_pattern = '^[^0-9:.]*([0-9]+)(?:[:.]|$)';
+set variable record_job_key_pattern = '([0-9]+)$';
+
 -- canonical_status(status): a finished rank's status as the lake's canonical value: the
 -- accepted spellings of the input contract (ckptwatch.lake.schema.STATUS_SPELLINGS, any case,
 -- trimmed; tests/sql/test_timeouts.py holds the two lists equal). The ingest writes

@@ -532,6 +532,15 @@ def synthetic_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for tg in ("t0", "t1") for t in range(0, 400, 10)
         for m, v in (("gc_active", float(t % 40 == 0)), ("metadata_latency_ms", 2.0 + t % 7),
                      ("write_bytes", 1e8 * t), ("metadata_ops", 500.0))])
+    # j1's own statistics on t0 (Lustre job_stats' form): 5 writes per 10 s, 2 ms each, 9 ms
+    # while its odd (stalled) steps write
+    ops, us, rows = 0.0, 0.0, []
+    for t in range(0, 400, 10):
+        ops += 5
+        us += 5 * (9000.0 if (t // 60) % 2 else 2000.0)
+        rows += [{"ts": at(t), "pool": "p0", "target": "t0", "metric": m, "value": v}
+                 for m, v in (("write_ops.job=j1", ops), ("write_latency_us_total.job=j1", us))]
+    seed(root, "pool_metrics", rows, part="jobs")
     return root
 
 

@@ -101,6 +101,27 @@ def _strength(z: float) -> float:
     return _clip(math.log10(1.0 + max(z, 0.0)) / 2.5)
 
 
+#: The job's own latency (the pool's per-job statistics) is quoted when at least this many
+#: times its usual level (its median over its intervals on that target).
+OWN_LATENCY_X = 2.0
+
+
+def _own_latency_lines(rows: list[dict[str, Any]], signal: str, what: str) -> list[str]:
+    """The stall's job's own ``signal`` on the pool (``stall_pool_jobs``: Lustre job_stats),
+    where it stood at least ``OWN_LATENCY_X`` times its usual level: the target most above
+    its level, and how many others were."""
+    up = [r for r in rows if r["signal"] == signal and r["baseline_ms"]
+          and r["level_ms"] >= OWN_LATENCY_X * r["baseline_ms"]]
+    if not up:
+        return []
+    top = up[0]  # highest ratio first (stall_pool_jobs, as analysis.stalls orders them)
+    more = f" (and {len(up) - 1} more of its targets)" if len(up) > 1 else ""
+    return [f"the job's own {what} latency on {top['target']} (the pool's per-job "
+            f"statistics, job {top['pool_job_id']}): {top['level_ms']:.1f} ms vs "
+            f"{top['baseline_ms']:.2f} ms its median, x{top['level_ms'] / top['baseline_ms']:.0f}"
+            f" over {top['n_ops']:.0f} operations{more}"]
+
+
 def _queue_lines(rows: list[dict[str, Any]], where: str) -> list[str]:
     """Evidence lines of the queue rows of ``stalls._queue_up`` (at most two)."""
     unit = {"queue_depth": "requests", "queue_wait_ms": "ms"}
@@ -244,6 +265,7 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
                   "the job's targets")
     if gc_support:
         ev += _queue_lines(f.get("queue_slow") or [], "a slow ranks' target")
+        ev += _own_latency_lines(f.get("pool_job") or [], "write_latency_ms", "write")
     wide = _pool_wide(f)
     if wide is not None:
         ev.append(wide)
@@ -268,6 +290,7 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
                   "own noise")
     if md_support:
         ev += _queue_lines(f.get("queue_metadata") or [], "the metadata service")
+    ev += _own_latency_lines(f.get("pool_job") or [], "metadata_latency_ms", "metadata")
     if f["has_phases"] and share >= 0.3:
         ev.append(f"{share:.0%} of the slow ranks' extra time in open/close, "
                   f"{f['slow_frac']:.0%} of ranks slow")

@@ -37,7 +37,7 @@ from ckptwatch.lake.query import connect
 #: The views attribution reads (``stall_features``): a connection for it builds only these
 #: and what they read.
 ATTRIBUTION_VIEWS = ("stalls", "stall_ranks", "stall_signals", "int_signal_noise",
-                     "counter_windows", "stall_coverage")
+                     "counter_windows", "stall_coverage", "stall_pool_jobs")
 
 
 @dataclass(frozen=True)

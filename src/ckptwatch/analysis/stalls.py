@@ -354,14 +354,37 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
         coverage = {(r["job_id"], int(r["step"])): r for r in run_sql(
             con, "select * from stall_coverage where ($job is null or job_id = $job)",
             {"job": job}).iter_rows(named=True)}
+        own = _pool_job_rows(con, job)
     rows = []
     for st in stalls.iter_rows(named=True):
         key = (pl.col("job_id") == st["job_id"]) & (pl.col("step") == st["step"])
         cov = coverage.get((st["job_id"], int(st["step"])))
         rows.append({**st, **features_of(ranks.filter(key), signals.filter(key), noise,
                                          history.filter(pl.col("job_id") == st["job_id"])),
-                     "coverage": None if cov is None else coverage_of(cov)})
+                     "coverage": None if cov is None else coverage_of(cov),
+                     "pool_job": own.get((st["job_id"], int(st["step"])), [])})
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _pool_job_rows(con: duckdb.DuckDBPyConnection,
+                   job: str | None) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Each stall's ``stall_pool_jobs`` rows (the job's own pool latency from the pool's
+    per-job statistics: Lustre job_stats), highest ratio to the job's usual level first; none
+    when the connection did not build the mart."""
+    built = con.execute("select count(*) from duckdb_views() "
+                        "where view_name = 'stall_pool_jobs'").fetchall()
+    if not built[0][0]:
+        return {}
+    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in run_sql(con, """
+            select job_id, step, target, signal, pool_job_id, level_ms, max_ms, baseline_ms,
+                n_ops
+            from stall_pool_jobs
+            where $job is null or job_id = $job
+            order by job_id, step, level_ms / nullif(baseline_ms, 0) desc nulls last, target
+            """, {"job": job}).iter_rows(named=True):
+        out.setdefault((r["job_id"], int(r["step"])), []).append(r)
+    return out
 
 
 #: The ``stall_coverage`` columns a stall's ``coverage`` carries (its key left out).
