@@ -50,9 +50,11 @@
 .read sql/marts/tier_latency.sql
 .read sql/marts/plan_measurements.sql
 .read sql/marts/stalls.sql
+.read sql/marts/pool_demand.sql
 .read sql/marts/report_checkpoints.sql
 .read sql/marts/stall_pool_jobs.sql
 .read sql/marts/stall_ranks.sql
 .read sql/marts/checkpoint_ranks.sql
+.read sql/marts/pool_bursts.sql
 .read sql/marts/stall_coverage.sql
 .read sql/marts/stall_signals.sql

@@ -123,6 +123,16 @@ create or replace macro pool_targets(targets) as
 set variable pool_job_key_pattern = '^[^0-9:.]*([0-9]+)(?:[:.]|$)';
 set variable record_job_key_pattern = '([0-9]+)$';
 
+-- The shared pools' write bandwidth where it is known (pool_demand's capacity): a list of
+-- {pool, gbs} (GB/s); ckptwatch sets it from ckptwatch.toml's [pool] write_bandwidth_gbs. Empty:
+-- each pool's capacity is estimated from the lake (pool_demand.capacity_source says how).
+set variable pool_write_bandwidth = cast([] as struct(pool varchar, gbs double)[]);
+-- Correlated bursts (pool_bursts): jobs writing to one pool within burst_gap_s of each other
+-- are one burst; a second at or above saturation_utilisation of the pool's capacity is
+-- saturated.
+set variable burst_gap_s = 5.0;
+set variable saturation_utilisation = 0.9;
+
 -- canonical_status(status): a finished rank's status as the lake's canonical value: the
 -- accepted spellings of the input contract (ckptwatch.lake.schema.STATUS_SPELLINGS, any case,
 -- trimmed; tests/sql/test_timeouts.py holds the two lists equal). The ingest writes

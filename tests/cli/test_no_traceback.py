@@ -52,6 +52,7 @@ CASES: list[tuple[str, list[str]]] = [
                       "--around-checkpoints"]),
     ("simulate-bad-nodes", ["simulate", "--nodes", "0", "--out", "{t}/sim"]),
     ("slow-hosts-lake-is-a-file", ["slow-hosts", "--lake", "{t}/file"]),
+    ("bursts-no-lake", ["bursts", "--lake", "{t}/nolake"]),
     ("sql-missing-lake", ["sql", "--lake", "{t}/missing", "select 1"]),
     ("sql-bad-query", ["sql", "--lake", "{t}/dir", "select * from no_such_table"]),
     ("stalls-lake-is-a-file", ["stalls", "--lake", "{t}/file"]),

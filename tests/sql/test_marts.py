@@ -510,6 +510,8 @@ def synthetic_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
                  for r in range(6)]
         rows += [write("j2", 10 * step, r, 4.0 + 0.5 * r, start=60.0 * step + 7, tier="local",
                        target=f"n{r // 2}:nvme0") for r in range(4)]
+        # j3 checkpoints to the same pool while j1 does: a correlated burst (pool_bursts)
+        rows += [write("j3", step, r, 6.0, start=60.0 * step + 2) for r in range(2)]
     seed(root, "checkpoint_writes", rows)
     seed(root, "jobs", [{"job_id": "j1", "n_ranks": 6, "checkpoint_timeout_s": 90.0},
                         {"job_id": "j2", "n_ranks": 4, "checkpoint_timeout_s": 30.0}])

@@ -12,7 +12,8 @@ short-lived child process (DuckDB's memory is never the watcher's own):
    ``stall_ranks`` judge it as they judge any checkpoint: its rank p50/p99, its barrier a
    lower bound while ranks are open (its window runs to the data end, now; or to the job's
    timeout once past it), its baseline (the job's healthy level over its previous
-   checkpoints in the lake, ``stalls.sql``), whether it is a stall, and its slow ranks (the open ones always);
+   checkpoints in the lake, ``stalls.sql``), whether it is a stall, and its slow ranks (the
+   open ones always);
 3. the telemetry tables (``nvme_smart``, ``fabric_counters``, ``pool_metrics``) see the lake's
    rows plus those of the raw telemetry files not yet ingested: the files under ``RAW_DIR``'s
    ``smart/``, ``fabric/`` and ``pool/`` changed since the baseline's start, for the open

@@ -32,13 +32,16 @@ import math
 import re
 import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptwatch.errors import ConfigError
 from ckptwatch.settings.pool_presets import PRESETS
+
+if TYPE_CHECKING:
+    import duckdb
 
 #: Keys a rule may have.
 RULE_KEYS = frozenset({"metric", "match", "signal", "kind", "target", "pool", "scale",
@@ -147,9 +150,21 @@ class PoolPrometheusSettings:
 
 @dataclass(frozen=True)
 class PoolSettings:
-    """``[pool]``: the pool side's settings (its Prometheus mapping)."""
+    """``[pool]``: the pool side's settings (its Prometheus mapping, its pools' write
+    bandwidth)."""
 
     prometheus: PoolPrometheusSettings = PoolPrometheusSettings()
+    #: ``[pool] write_bandwidth_gbs = {pool0 = 400.0}``: each pool's write bandwidth (GB/s),
+    #: the capacity ``pool_demand`` judges demand against (none: estimated from the lake).
+    write_bandwidth_gbs: Mapping[str, float] = field(default_factory=dict)
+
+    def apply(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Hand the configured bandwidths to the SQL (the session variable
+        ``pool_write_bandwidth``, sql/session.sql)."""
+        con.execute("SET VARIABLE pool_write_bandwidth = cast(? as struct(pool varchar, "
+                    "gbs double)[])",
+                    [[{"pool": k, "gbs": v} for k, v in sorted(self.write_bandwidth_gbs.items())]]
+                    ).fetchall()
 
 
 @cache
@@ -162,13 +177,31 @@ def preset_rules(name: str, sql_root: Path) -> tuple[PoolRule, ...]:
 
 def pool_settings(where: str, data: Mapping[str, Any], sql_root: Path) -> PoolSettings:
     """The ``[pool]`` table: ``[pool.prometheus]`` checked (``where`` names the file)."""
-    unknown = sorted(set(data) - {"prometheus"})
+    unknown = sorted(set(data) - {"prometheus", "write_bandwidth_gbs"})
     if unknown:
-        raise ConfigError(f"{where}: unknown key [pool] {unknown[0]!r} (known: prometheus)")
+        raise ConfigError(f"{where}: unknown key [pool] {unknown[0]!r} (known: prometheus, "
+                          "write_bandwidth_gbs)")
     table = data.get("prometheus", {})
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where}: [pool.prometheus] must be a table")
-    return PoolSettings(prometheus=pool_prometheus_settings(where, table, sql_root))
+    return PoolSettings(prometheus=pool_prometheus_settings(where, table, sql_root),
+                        write_bandwidth_gbs=_bandwidths(where, data.get("write_bandwidth_gbs",
+                                                                        {})))
+
+
+def _bandwidths(where: str, data: Any) -> dict[str, float]:
+    """``[pool] write_bandwidth_gbs``: pool name -> GB/s, each a positive finite number."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: [pool] write_bandwidth_gbs must be a table of pool = GB/s "
+                          "(e.g. write_bandwidth_gbs = { pool0 = 400 })")
+    out: dict[str, float] = {}
+    for pool, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{where}: [pool] write_bandwidth_gbs.{pool} must be a positive "
+                              f"number of GB/s (got {value!r})")
+        out[str(pool)] = float(value)
+    return out
 
 
 def pool_prometheus_settings(where: str, data: Mapping[str, Any],
