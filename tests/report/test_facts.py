@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.sql_seed import seed
 
 from ckptwatch.analysis.attribution import LABELS
@@ -24,7 +25,7 @@ from ckptwatch.settings import Settings
 
 TOP_KEYS = {"report_version", "ckptwatch_version", "generated_at", "date", "window", "lake",
             "attribution", "summary", "jobs", "tiers", "stalls", "headroom",
-            "headroom_skipped", "alerts", "plans", "data", "slow_hosts"}
+            "headroom_skipped", "alerts", "plans", "data", "slow_hosts", "pools"}
 JOB_KEYS = {"job_id", "tier", "n_ranks", "timeout_s", "warning_s", "critical_s",
             "n_checkpoints", "barrier_p50_s", "barrier_p99_s", "barrier_max_s", "worst_step",
             "n_stalls", "n_timed_out", "checkpoints", "stalls"}
@@ -75,6 +76,14 @@ def test_report_json_has_the_documented_keys(written: tuple[dict[str, Any], Repo
     assert {(h["job_id"], h["tier"]) for h in facts["headroom"]} == {
         (j["job_id"], j["tier"]) for j in facts["jobs"]}
     assert all(set(h) == HEADROOM_KEYS for h in facts["headroom"])
+    # the shared pool's day: demand against capacity, its bursts, the chart's minutes
+    [pool_day] = facts["pools"]["days"]
+    assert (pool_day["pool"], pool_day["day"]) == ("pool0", facts["date"])
+    assert pool_day["n_bursts"] == len(facts["pools"]["bursts"]) >= 1
+    assert pool_day["stalled_saturated_s"] <= min(pool_day["stalled_s"], pool_day["saturated_s"])
+    assert all(b["n_jobs"] >= 2 for b in facts["pools"]["bursts"])
+    assert max(m["peak_demand_bps"] for m in facts["pools"]["minutes"]) == pytest.approx(
+        pool_day["peak_demand_bps"])
     assert len(facts["plans"]) == 4
     for p in facts["plans"]:
         assert set(p) == PLAN_KEYS and p["error"] is None

@@ -26,7 +26,9 @@ def test_report_html_shows_every_job_stall_cause_and_figure(
     page = files.html.read_text()
     jobs = _sample_jobs(sample_lake)
     assert len(jobs) == 4 and all(j in page for j in jobs)
-    assert page.count("data:image/png;base64,") == len(jobs)  # one figure per job
+    # one figure per job, and one per shared pool (its demand against capacity)
+    assert page.count("data:image/png;base64,") == len(jobs) + len(facts["pools"]["days"])
+    assert "Shared pools: demand, capacity and bursts" in page
     assert len(findings.stalls) == 8  # the sample's labelled stalls
     stalls = [s.to_dict() for s in findings.stalls]
     for s in stalls:

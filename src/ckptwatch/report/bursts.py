@@ -5,7 +5,8 @@ pool and day, the demand against the pool's capacity and the stall seconds spent
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from ckptwatch.lake.query import run_sql
 
@@ -74,3 +75,39 @@ def pool_bursts(con: duckdb.DuckDBPyConnection, pool: str | None = None) -> pl.D
 def jobs_text(jobs: list[dict[str, object]]) -> str:
     """``job-A 61%, job-B 39%`` from a burst's jobs (most bytes first)."""
     return ", ".join(f"{j['job_id']} {float(j['share']):.0%}" for j in jobs)  # type: ignore[arg-type]
+
+
+#: The day's demand per pool and minute, for the report's chart: the minute's peak demand,
+#: whether any second of it was saturated or written by a stalled checkpoint.
+_MINUTES_SQL = """
+select
+    pool,
+    time_bucket(interval 1 minute, second_ts) as minute,
+    max(demand_bps) as peak_demand_bps,
+    max(n_jobs) as peak_jobs,
+    any_value(capacity_bps) as capacity_bps,
+    bool_or(is_saturated) as saturated,
+    bool_or(n_stalled_jobs > 0) as stalled,
+from pool_demand
+where second_ts >= $t0 and second_ts < $t1
+group by pool, minute
+order by pool, minute
+"""
+
+
+def day_facts(con: duckdb.DuckDBPyConnection, t0: datetime, t1: datetime) -> dict[str, Any]:
+    """The daily report's ``pools`` facts over [t0, t1): per pool the day's demand against
+    capacity (``days``), the bursts that began in it, and the demand per minute (the chart).
+    ``pool_demand`` is computed once for the three (pinned)."""
+    from ckptwatch.lake.seam import pinned_views
+
+    with pinned_views(con, ("pool_demand",)):
+        days = pool_days(con)
+        bursts = pool_bursts(con)
+        minutes = run_sql(con, _MINUTES_SQL, {"t0": t0, "t1": t1})
+    day = t0.date()
+    return {
+        "days": [d for d in days.to_dicts() if d["day"] == day],
+        "bursts": [b for b in bursts.to_dicts() if t0 <= b["start_ts"] < t1],
+        "minutes": minutes.to_dicts(),
+    }

@@ -30,6 +30,7 @@ from ckptwatch.analysis.quantiles import quantiles
 from ckptwatch.errors import CkptwatchError, ConfigError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.lake.store import Lake
+from ckptwatch.report.bursts import BURSTS_VIEWS, day_facts
 from ckptwatch.report.slow_hosts import SLOW_HOSTS_VIEWS, slow_hosts
 from ckptwatch.safetext import shell_command
 from ckptwatch.settings import Settings, redact
@@ -43,7 +44,7 @@ REPORT_VERSION = 1
 #: The views :func:`build_report` reads (``connect(..., views=REPORT_VIEWS)`` builds these and
 #: what they read, not every view of ``sql/``).
 REPORT_VIEWS = ("checkpoint_latency", "report_checkpoints", "int_lake_table_rows",
-                "stg_quarantine", *SLOW_HOSTS_VIEWS)
+                "stg_quarantine", *SLOW_HOSTS_VIEWS, *BURSTS_VIEWS)
 QUARANTINE_SQL = "select source_file, line, reason from quarantine order by source_file, line"
 
 
@@ -346,6 +347,14 @@ def _slow_hosts(con: duckdb.DuckDBPyConnection, job_ids: set[str]) -> list[dict[
     return [r for r in slow_hosts(con).to_dicts() if r["job_id"] in job_ids]
 
 
+def _pools(con: duckdb.DuckDBPyConnection, settings: Settings, t0: datetime,
+           t1: datetime) -> dict[str, Any]:
+    """The shared pools' day (``ckptwatch.report.bursts.day_facts``), against the bandwidth
+    the settings give (``[pool] write_bandwidth_gbs``; else estimated from the lake)."""
+    settings.pool.apply(con)
+    return day_facts(con, t0, t1)
+
+
 def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: date | None,
                  findings: StallFindings, settings: Settings,
                  alert_run: AlertRun | None = None, alerts_error: str | None = None,
@@ -392,6 +401,7 @@ def build_report(con: duckdb.DuckDBPyConnection, lake_root: Path | str, *, day: 
         "alerts": _alerts(alert_run, settings, alerts_error),
         "plans": verdicts,
         "slow_hosts": _slow_hosts(con, {j["job_id"] for j in jobs}),
+        "pools": _pools(con, settings, t0, t1),
         "data": _data(con, lake_root, ingest),
     }
     out: dict[str, Any] = _clean(report)

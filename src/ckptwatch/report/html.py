@@ -284,6 +284,50 @@ def _slow_hosts_html(r: Mapping[str, Any]) -> str:
                       "excess s", "p"], rows))
 
 
+def _pools_html(r: Mapping[str, Any]) -> str:
+    from ckptwatch.report.bursts import jobs_text
+    from ckptwatch.report.plots import demand_figure, png_base64
+
+    pools = r.get("pools") or {}
+    days = pools.get("days") or []
+    if not days:
+        return '<p class="panel">No checkpoint wrote to a shared pool this day.</p>'
+    out = ['<p class="small">Per shared pool: the write demand the checkpoint ranks put on it '
+           "(each rank's bytes spread over its write, summed per second), its peak against "
+           "the pool's write bandwidth (configured: <code>[pool] write_bandwidth_gbs</code>; "
+           "else estimated from the lake, the most it was seen to take), the seconds at or "
+           "above 90 % of it, and the stall seconds among them; then the bursts, two or more "
+           "jobs writing at once (docs/bursts.md).</p>",
+           _table(["pool", "seconds written", "peak jobs", "peak GB/s", "capacity GB/s",
+                   "capacity from", "saturated s", "stalled s", "stalled while saturated s",
+                   "bursts"],
+                  [[_e(d["pool"]), f'{d["written_s"]:,}', str(d["peak_jobs"]),
+                    _s(d["peak_demand_bps"] / 1e9, 2), _s(d["capacity_bps"] / 1e9, 2),
+                    _e(d["capacity_source"]), f'{d["saturated_s"]:,}', f'{d["stalled_s"]:,}',
+                    f'{d["stalled_saturated_s"]:,}', str(d["n_bursts"])] for d in days],
+                  numeric=(1, 2, 3, 4, 6, 7, 8, 9))]
+    minutes = pools.get("minutes") or []
+    for d in days:
+        mine = [m for m in minutes if m["pool"] == d["pool"]]
+        if mine:
+            fig = demand_figure(d["pool"], mine, d["capacity_source"])
+            out.append(f'<div class="panel"><img alt="write demand on {_e(d["pool"])}" '
+                       f'src="{png_base64(fig)}"></div>')
+    bursts = pools.get("bursts") or []
+    if bursts:
+        out.append(_table(
+            ["pool", "start", "s", "jobs (share of bytes)", "peak ranks", "TB", "peak GB/s",
+             "peak % of capacity", "saturated s", "stalled while saturated s"],
+            [[_e(b["pool"]), _e(b["start_ts"]), _s(b["duration_s"], 0), _e(jobs_text(b["jobs"])),
+              f'{b["peak_ranks"]:,}', _s(b["bytes"] / 1e12, 2),
+              _s(b["peak_demand_bps"] / 1e9, 2), _s(100 * (b["peak_utilisation"] or 0), 0),
+              f'{b["saturated_s"]:,}', f'{b["stalled_saturated_s"]:,}'] for b in bursts],
+            numeric=(2, 4, 5, 6, 7, 8, 9)))
+    else:
+        out.append('<p class="small">No burst: no two jobs wrote to one pool at once.</p>')
+    return "".join(out)
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one self-contained HTML page (figures embedded as base64 PNG)."""
     title = f"ckptwatch daily report {report['date']}"
@@ -308,6 +352,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         "<h2>Planning: local, pool or tiered, from the measured tail</h2>",
         _plans_html(report),
         "<h2>Chronic slow hosts</h2>", _slow_hosts_html(report),
+        "<h2>Shared pools: demand, capacity and bursts</h2>", _pools_html(report),
         "<h2>Data</h2>", _data_html(report),
         f'<footer>ckptwatch {_e(report["ckptwatch_version"])} · report version '
         f'{report["report_version"]} · generated {_e(report["generated_at"])}</footer>',

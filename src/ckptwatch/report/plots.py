@@ -157,6 +157,45 @@ def barrier_figure(job: Mapping[str, Any]) -> Figure:
     return fig
 
 
+def demand_figure(pool: str, minutes: Sequence[Mapping[str, Any]],
+                  capacity_source: str = "configured") -> Figure:
+    """One shared pool's day: the checkpoints' peak write demand per minute (GB/s) against the
+    pool's capacity, minutes with a saturated second shaded, minutes in which a stalled
+    checkpoint was being written marked. ``minutes``: the report's ``pools.minutes`` rows of
+    the pool; ``capacity_source``: where the capacity comes from (the legend says it)."""
+    from matplotlib.lines import Line2D
+
+    fig = _figure(10.4, 3.0)
+    ax = fig.add_subplot()
+    _style(ax)
+    t = _ts([m["minute"] for m in minutes])
+    demand = [m["peak_demand_bps"] / 1e9 for m in minutes]
+    capacity = float(minutes[0]["capacity_bps"]) / 1e9 if minutes else 0.0
+    ax.vlines(t, 0, demand, color="#4c78a8", lw=1.4)
+    ax.axhline(capacity, color="#c0392b", ls="--", lw=1.2)
+    for when, m in zip(t, minutes, strict=True):
+        if m["saturated"]:
+            ax.axvspan(when, when, color="#f2b8b5", lw=3, zorder=0)
+    stalled = [(w, d) for w, d, m in zip(t, demand, minutes, strict=True) if m["stalled"]]
+    if stalled:
+        ax.scatter([w for w, _ in stalled], [d for _, d in stalled], s=28, color="#e45756",
+                   zorder=5, edgecolor="white", linewidth=0.8)
+    ax.set_ylim(0, max([*demand, capacity, 1e-9]) * 1.15)
+    ax.set_ylabel("GB/s", fontsize=8)
+    _time_axis(ax)
+    ax.set_xlabel("minute (UTC)", fontsize=8)
+    handles = [Line2D([], [], color="#4c78a8", lw=1.4, label="peak demand of the minute"),
+               Line2D([], [], color="#c0392b", ls="--", lw=1.2,
+                      label=f"capacity ({capacity_source})"),
+               Line2D([], [], ls="", marker="o", ms=6, color="#e45756",
+                      label="a stalled checkpoint writing")]
+    fig.legend(handles=handles, fontsize=7.5, loc="outside lower center", ncol=3,
+               frameon=False)
+    ax.set_title(f"{pool}: write demand of the checkpoints against capacity", fontsize=10,
+                 loc="left")
+    return fig
+
+
 # -- the post-mortem --------------------------------------------------------------------------
 
 
