@@ -28,8 +28,9 @@ PACKAGE = SRC / "ckptwatch"
 #:   only); it sits below sources because sources build rows of those schemas.
 #: - sources: the format parsers (schema, settings).
 #: - lake and the SQL: rows into Parquet and views over it, in this order: the store (parts,
-#:   manifest, lock), the freshness of the stored counter deltas, the seam (every run-time
-#:   rewrite of the views), ``query.connect``, and ``derived.refresh`` (built with connect).
+#:   manifest, lock), the freshness of the stored counter deltas, the view cache (the views a
+#:   connection built, copied into the next: duckdb only), the seam (every run-time rewrite of
+#:   the views), ``query.connect``, and ``derived.refresh`` (built with connect).
 #: - ingest, and collect (the cluster-side recorder and collector, which write what sources
 #:   read: sources only).
 #: - pull: Prometheus into raw files, then the ingest.
@@ -47,6 +48,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("ckptwatch.sources",),
     ("ckptwatch.lake.store",),
     ("ckptwatch.lake.freshness",),
+    ("ckptwatch.lake.viewcache",),
     ("ckptwatch.lake.seam",),
     ("ckptwatch.lake.query",),
     ("ckptwatch.lake",),

@@ -5,6 +5,11 @@ The SQL files are the source of truth; each is ``create or replace view <file na
 variable, so the same files run in the ``duckdb`` CLI after ``SET VARIABLE lake = 'data/lake';``
 (see ``sql/build.sql``). ``sql/session.sql`` holds the settings every connection runs first.
 
+The lake views are built on every connection, over its lake; the views that read them are
+copied from a connection that built them before over lake views of the same columns
+(``ckptwatch.lake.viewcache``: some 20 ms, where binding them costs 1-2 s), else built and
+saved for the next (``ckptwatch.lake.seam.build_views``).
+
 A connection costs what its query needs: a query that names no view (``select 1``) builds
 none and imports neither polars nor pyarrow (``ckptwatch sql`` starts in about twice the time
 of ``import duckdb``); results reach polars through the Arrow C stream, without pyarrow.
@@ -186,9 +191,10 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         _add_missing_tables(root)  # the views (or the caller, unbuilt) read the tables
     con = duckdb.connect(database)
     session = sql_dir() / SESSION_FILE
-    if session.is_file():  # only settings: a SQL directory without it still builds (slower)
+    settings = session.read_text() if session.is_file() else None
+    if settings is not None:  # only settings: a SQL directory without it still builds (slower)
         try:
-            con.execute(session.read_text()).fetchall()
+            con.execute(settings).fetchall()
         except duckdb.Error as exc:
             raise QueryError(f"session settings ({session}): {exc}") from exc
     _disable_projection_pullup(con)
@@ -210,7 +216,8 @@ def connect(lake_root: Path | str, *, build: bool = True, database: str = ":memo
         con.execute("SET VARIABLE lake_since = ?", [days[0]]).fetchall()
         con.execute("SET VARIABLE lake_until = ?", [days[1]]).fetchall()
     if build:
-        seam.build_views(con, root, files, _catalog(sql_dir()).text, days, extra)
+        seam.build_views(con, root, files, _catalog(sql_dir()).text, days, extra,
+                         share=(settings or "") if database == ":memory:" else None)
     return con
 
 

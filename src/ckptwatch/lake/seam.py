@@ -27,6 +27,14 @@ Two swaps give a view other rows, on the caller's request:
 5. **Some parts only** (:func:`read_parts`): a lake table's view reads the given Parquet files
    only (``ckptwatch.lake.derived.refresh``: a day's counter parts, a batch at a time).
 
+Not a swap (the same views, bound the same): the views of the layers after ``lake/`` are built
+once and copied (:func:`build_views` through ``ckptwatch.lake.viewcache``). A connection whose
+lake views bound the same columns as an earlier one's, with the same view files and session
+settings, is given that connection's views and table macros without binding them again, and
+runs its files' ``set variable`` statements itself, over its own lake; a connection given
+added rows (4) or a database file builds its own. A view a connection replaces (3, 5) is
+replaced on that connection only.
+
 To see what a view returns without any of them, build it in the duckdb CLI (``sql/build.sql``)
 or with ``ckptwatch sql``, which passes no ``extra_rows`` and pins nothing
 (``sql/README.md``, "What a view returns at run time").
@@ -36,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +52,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from ckptwatch.errors import QueryError
+from ckptwatch.lake import viewcache
 
 if TYPE_CHECKING:  # polars is imported by the callers that pass frames
     import polars as pl
@@ -82,14 +91,54 @@ PINNED_SAMPLES: tuple[str, ...] = ("int_signal_gauge_samples", "int_signal_write
 
 def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path],
                 text: Mapping[str, str], days: tuple[date, date] | None,
-                extra_rows: Mapping[str, pl.DataFrame]) -> None:
+                extra_rows: Mapping[str, pl.DataFrame], *, share: str | None = None) -> None:
     """Build ``files`` (view files in build order; ``text``: each one's SQL by view name) on
     ``con``, with the swaps of the module doc: the stored-deltas switch, then each view, a
     lake view's parts read with one footer when they allow it and ``extra_rows`` added to its
-    table."""
+    table.
+
+    ``share`` (the session settings the connection ran, or None): the views after the lake
+    views are copied from ``ckptwatch.lake.viewcache`` when a connection built the same ones
+    over lake views of the same columns before (then only the ``set variable`` statements of
+    their files run, on this lake), else built here and saved there. Not with ``extra_rows``:
+    built here, as with None."""
     files = list(files)
     if any(f.stem == DERIVED_READER for f in files):
         use_stored_deltas(con, root, days, added_to=extra_rows.keys())
+    n_lake = next((i for i, f in enumerate(files) if f.parent.name != "lake"), len(files))
+    rest = files[n_lake:]
+    if share is None or extra_rows or not rest or any(f.parent.name == "lake" for f in rest):
+        _build(con, root, files, text, extra_rows)
+        return
+    _build(con, root, files[:n_lake], text, extra_rows)
+    try:
+        cache_key = viewcache.key(con, [share, *(
+            f"{f.parent.name}/{f.name}\n{text[f.stem]}" for f in rest)])
+    except duckdb.Error:
+        _build(con, root, rest, text, extra_rows)
+        return
+    if viewcache.load(con, cache_key):
+        for f in rest:  # what the files set besides their views: their variables, on this lake
+            for statement in _session_statements(con, text[f.stem]):
+                try:
+                    con.execute(statement).fetchall()
+                except duckdb.Error as exc:
+                    raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
+        return
+    try:
+        before: frozenset[viewcache.Object] | None = viewcache.objects(con)
+    except duckdb.Error:
+        before = None
+    _build(con, root, rest, text, extra_rows)
+    if before is not None:
+        with suppress(duckdb.Error):
+            viewcache.save(con, cache_key, before)
+
+
+def _build(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path],
+           text: Mapping[str, str], extra_rows: Mapping[str, pl.DataFrame]) -> None:
+    """Run each of ``files`` on ``con`` (a lake view with one footer when its parts allow it,
+    ``extra_rows`` added to its table)."""
     for f in files:
         sql = text[f.stem]
         is_lake = f.parent.name == "lake"
@@ -101,6 +150,23 @@ def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path
                 add_rows(con, f.stem, extra_rows[f.stem])
         except duckdb.Error as exc:
             raise QueryError(f"building view {f.stem} ({f}): {exc}") from exc
+
+
+#: Statements a view file runs that create, change or drop no object: what a connection given
+#: the file's objects by ``viewcache.load`` runs itself (``set variable``).
+_CATALOG_STATEMENTS = frozenset({duckdb.StatementType.CREATE, duckdb.StatementType.ALTER,
+                                 duckdb.StatementType.DROP, duckdb.StatementType.CREATE_FUNC})
+_SESSION_STATEMENTS: dict[str, tuple[str, ...]] = {}
+
+
+def _session_statements(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[str, ...]:
+    """The statements of ``sql`` that are not of :data:`_CATALOG_STATEMENTS`, in order."""
+    found = _SESSION_STATEMENTS.get(sql)
+    if found is None:
+        found = tuple(s.query for s in con.extract_statements(sql)
+                      if s.type not in _CATALOG_STATEMENTS)
+        _SESSION_STATEMENTS[sql] = found
+    return found
 
 
 def use_stored_deltas(con: duckdb.DuckDBPyConnection, root: Path,
