@@ -37,10 +37,12 @@ from ckptwatch.sources.base import (
 )
 from ckptwatch.sources.envelope import (
     EnvelopeFile,
+    ToolFile,
     parse_tool_output,
     read_envelope_files,
     read_envelopes,
     read_tool_file,
+    read_tool_files,
     rows_to_frames,
     rows_to_frames_together,
     time_from_name,
@@ -150,9 +152,14 @@ def _read_envelopes(raw: RawFile, data: bytes) -> Parsed:
 def _read_tool(raw: RawFile, data: bytes) -> Parsed:
     """A bare tool output under ``<kind>/<node>/``; its time is in its name or its mtime."""
     assert raw.node is not None
-    ts = time_from_name(raw.path.name) or datetime.fromtimestamp(
+    return read_tool_file(data, file_label=raw.rel, node=raw.node, ts=_tool_time(raw),
+                          limits=raw.limits)
+
+
+def _tool_time(raw: RawFile) -> datetime:
+    """A bare tool output's time: in its name, else its mtime."""
+    return time_from_name(raw.path.name) or datetime.fromtimestamp(
         raw.path.stat().st_mtime, tz=UTC)
-    return read_tool_file(data, file_label=raw.rel, node=raw.node, ts=ts, limits=raw.limits)
 
 
 def _read_sysfs_tree(raw: RawFile, data: bytes) -> Parsed:
@@ -367,8 +374,10 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
     passed through). The envelope files among them that were read whole are parsed together
     (``envelope.read_envelope_files``: one bulk-parser call per source for all of them, each
     file's rows, rejects and notes exactly those it gets on its own); should that fail, each
-    is parsed on its own, so that the failure is the file's that caused it. So are DLIO
-    per-rank files (``_read_dlio_files``: their rows typed in one frame per table)."""
+    is parsed on its own, so that the failure is the file's that caused it. So are bare tool
+    outputs (``envelope.read_tool_files``: the files of a format with a bulk parser through it
+    at once: a pool's mmpmon or lctl files, one per server) and DLIO per-rank files
+    (``_read_dlio_files``: their rows typed in one frame per table)."""
     together = [x for x in items if isinstance(x, LoadedFile) and _parsed_together(x)]
     parsed: dict[int, Parsed] = {}
     if len(together) > 1:
@@ -378,6 +387,16 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
         except _PARSE_ERRORS:  # each file again on its own: whose failure it is
             results = []
         parsed = {id(x): p for x, p in zip(together, results, strict=False)}
+    tools = [x for x in items if isinstance(x, LoadedFile) and x.raw.kind == "tool"
+             and not x.content.failure and not _over_record_limit(x.raw, x.content.data)]
+    if len(tools) > 1:
+        try:
+            found = read_tool_files([ToolFile(x.content.data, x.raw.rel, str(x.raw.node),
+                                               _tool_time(x.raw)) for x in tools],
+                                    limits=tools[0].raw.limits)
+        except _PARSE_ERRORS:  # each file again on its own: whose failure it is
+            found = []
+        parsed.update({id(x): p for x, p in zip(tools, found, strict=False)})
     dlio = [x for x in items if isinstance(x, LoadedFile) and x.raw.kind == "dlio"
             and not x.content.failure and not _over_record_limit(x.raw, x.content.data)]
     if len(dlio) > 1:

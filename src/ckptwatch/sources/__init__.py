@@ -6,7 +6,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-_NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv", "pool_common", "json_bulk"}
+_NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv", "pool_common", "pool_bulk",
+                "json_bulk"}
 
 
 def load_all() -> None:

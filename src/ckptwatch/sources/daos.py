@@ -52,8 +52,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import ToolContext, register_bulk, register_tool
+from ckptwatch.sources.pool_bulk import divided, plain_lines, row_targets
 from ckptwatch.sources.pool_common import (
     host_target,
     line_reject,
@@ -115,8 +118,8 @@ def detect(output: Any) -> bool:
     """``daos_metrics`` CSV rows (``ID: 0/…,``) or tree leaves with ``[… samples: n]``."""
     if not isinstance(output, str):
         return False
-    lines = [line for line in output.splitlines()[:40] if line.strip()]
-    return any(_is_csv_line(line) or _is_tree_line(line) for line in lines)
+    return any(_is_csv_line(line) or _is_tree_line(line)
+               for line in output.splitlines()[:40] if line.strip())
 
 
 def _number(text: str) -> float | None:
@@ -308,6 +311,155 @@ def _latency_rows(ctx: ToolContext, pool: str, target: str,
     if maxima:
         rows.append(pool_row(ctx.ts, pool, target, "write_latency_peak_ms", max(maxima) / 1000))
     return rows
+
+
+#: A number ``parse_daos_metrics_bulk`` reads (exactly ``float``'s reading of it): digits,
+#: a fraction, an exponent. Another non-blank field of a reading used (``inf``, ``1_000``,
+#: ``+5``) declines its output to ``parse_daos_metrics``.
+_BULK_NUMBER = r"^-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,3})?$"
+#: What a reading read is, in ``daos_rows``' order of tests: (kind, pattern, its group).
+_BULK_KINDS = [("latency", _UPDATE_LATENCY, "tgt"), ("cycle", _CYCLE, "xs"),
+               ("pool_target", _POOL_TARGET, "tgt"), ("pool_op", _POOL_OP, "op"),
+               ("rpcs", _ACTIVE_RPCS, None)]
+
+
+def _bulk_numbers(frame: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.DataFrame:
+    """``frame`` with CSV fields as ``_number`` reads them, for the bulk parser: each of
+    ``fields`` as a number (null: none), and ``<name>__ok``: whether the bulk parser reads the
+    field (blank, or ``_BULK_NUMBER``). Step by step: each expression is evaluated once."""
+    frame = frame.with_columns(f.str.strip_chars().alias(name) for name, f in fields.items())
+    frame = frame.with_columns(
+        pl.when(pl.col(name).str.contains(_BULK_NUMBER))
+        .then(pl.col(name).cast(pl.Float64, strict=False)).alias(f"{name}__n")
+        for name in fields)
+    return frame.with_columns(
+        *[((pl.col(name) == "") | pl.col(f"{name}__n").is_not_null()).fill_null(False)
+          .alias(f"{name}__ok") for name in fields],
+        *[pl.col(f"{name}__n").alias(name) for name in fields]).drop(
+        f"{name}__n" for name in fields)
+
+
+def _sequential_sum(values: pl.Expr) -> pl.Expr:
+    """Python's ``sum`` of ``values`` in their order (polars' ``sum`` adds in another order:
+    its last bit may differ); 0.0 added, so that a zero is +0.0 as Python's is."""
+    return values.cum_sum().last() + 0.0
+
+
+@register_bulk(SOURCE)
+def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_daos_metrics`` over many outputs at once (``base.BulkParser``; targets: the
+    envelope's ``node`` first): the CSV form (``daos_metrics -C``), each line a header, an
+    echoed command, a comment or an ``ID: <engine>/<path>,…`` row, and the fields of the
+    readings ckptwatch uses blank or numbers (``_BULK_NUMBER``). Declined, for
+    ``parse_daos_metrics``: the tree form, any other line, such a field that is neither, a
+    reading read whose value is blank (quarantined), a pool operation given twice in one
+    output, an output of no rows (it says why)."""
+    line = pl.col("line")
+    lines = plain_lines(env)
+    # ``_CSV_ROW`` (``ID:``, blanks, the engine's digits, ``/``, the path up to the first
+    # comma, the rest), split without a regular expression
+    lines = lines.with_columns(pl.when(line.str.starts_with("ID:")).then(
+        line.str.slice(3).str.strip_chars_start(" \t").str.splitn("/", 2)).alias("__a"))
+    lines = lines.with_columns(pl.col("__a").struct.field("field_0").alias("engine"),
+                               pl.col("__a").struct.field("field_1").str.splitn(",", 2)
+                               .alias("__b")).drop("__a")
+    lines = lines.with_columns(pl.col("__b").struct.field("field_0").alias("path"),
+                               pl.col("__b").struct.field("field_1").alias("rest")).drop("__b")
+    lines = lines.with_columns(
+        (pl.col("engine").str.contains(r"^[0-9]+$") & (pl.col("path") != "")
+         & pl.col("rest").is_not_null()).fill_null(False).alias("__row"))
+    other = lines.filter(~pl.col("__row")).filter(~(
+        line.str.contains(_CSV_HEADER.pattern) | line.str.contains(_COMMAND.pattern)
+        | line.str.starts_with("#")))
+    path = pl.col("path")
+    kind = pl.lit(None, dtype=pl.String)
+    for name, pattern, _ in reversed(_BULK_KINDS):
+        kind = pl.when(path.str.contains(pattern.pattern)).then(pl.lit(name)).otherwise(kind)
+    rows = (lines.filter("__row").select("__env", "__k", "engine", path.str.strip_chars(),
+                                         "rest")
+            .with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null()))
+    rows = _bulk_numbers(rows, {"value": pl.col("rest").str.splitn(",", 2)
+                                .struct.field("field_0")})
+    # a latency's stats: min, max, mean, samples, sum (all numbers, or none is read)
+    lat = rows.filter(pl.col("kind") == "latency").with_columns(
+        pl.col("rest").str.split(",").alias("__f"))
+    lat = _bulk_numbers(lat, {f"__s{k}": pl.col("__f").list.get(k + 1, null_on_oob=True)
+                              for k in range(5)})
+    lat = lat.select("__env", "__k", "engine", "path", *[f"__s{k}" for k in range(5)],
+                     pl.all_horizontal(f"__s{k}__ok" for k in range(5)).alias("__sok"),
+                     (pl.col("__f").list.len() >= 6).alias("__slen"))
+    bad = pl.concat([other["__env"],
+                     rows.filter(~pl.col("value__ok") | pl.col("value").is_null())["__env"],
+                     lat.filter(~pl.col("__sok"))["__env"]]).unique()
+    node = env.select("__env", "node")
+    keep = ~pl.col("__env").is_in(bad.implode())
+    rows = rows.filter(keep & (pl.col("kind") != "latency")).join(
+        node, on="__env", maintain_order="left")
+    lat = lat.filter(keep).join(node, on="__env", maintain_order="left")
+    host = pl.col("node") + "/engine" + pl.col("engine")
+    parts = []
+    # in the readings' order: the scheduler cycles and the pool's targets
+    first = ("__env", pl.lit(0).alias("__phase"), pl.col("__k").alias("__first"),
+             pl.lit(0).alias("__j"))
+    parts.append(rows.filter(pl.col("kind") == "cycle").select(
+        *first, pl.lit(DEFAULT_POOL).alias("pool"),
+        (host + "/" + path.str.extract(r"(xs_[0-9]+)$")).alias("target"),
+        pl.when(path.str.contains(r"cycle_duration/xs_[0-9]+$")).then(pl.lit("queue_wait_ms"))
+        .otherwise(pl.lit("queue_depth")).alias("metric"), "value"))
+    parts.append(rows.filter(pl.col("kind") == "pool_target").select(
+        *first, path.str.extract(r"^pool/([^/]+)/").alias("pool"),
+        (host + "/" + path.str.extract(r"(tgt_[0-9]+)$")).alias("target"),
+        pl.when(path.str.contains(r"/ops/update/tgt_[0-9]+$")).then(pl.lit("write_ops"))
+        .otherwise(pl.lit("write_bytes")).alias("metric"), "value"))
+    # then the RPCs in flight per engine, summed over its contexts
+    parts.append(rows.filter(pl.col("kind") == "rpcs").with_columns(host.alias("target"))
+                 .group_by("__env", "target", maintain_order=True)
+                 .agg(pl.col("__k").first().alias("__first"),
+                      _sequential_sum(pl.col("value")).alias("value"))
+                 .select("__env", pl.lit(1).alias("__phase"), "__first", pl.lit(0).alias("__j"),
+                         pl.lit(DEFAULT_POOL).alias("pool"), "target",
+                         pl.lit("active_requests").alias("metric"), "value"))
+    # then each target's update latency over its I/O sizes
+    stat = pl.col("__slen") & pl.all_horizontal(pl.col(f"__s{k}").is_not_null()
+                                                for k in range(5))
+    lat = (lat.with_columns((host + "/" + path.str.extract(r"(tgt_[0-9]+)$")).alias("target"))
+           .group_by("__env", "target", maintain_order=True)
+           .agg(pl.col("__k").first().alias("__first"), stat.any().alias("__any"),
+                _sequential_sum(pl.col("__s4").filter(stat)).alias("write_latency_us_total"),
+                _sequential_sum(pl.col("__s3").filter(stat)).alias("write_ops"),
+                pl.col("__s1").filter(stat & (pl.col("__s3") != 0.0)).max()
+                .alias("write_latency_peak_ms"))
+           .filter("__any"))
+    lat = divided(lat, 1000, "write_latency_peak_ms")
+    names = ["write_latency_us_total", "write_ops", "write_latency_peak_ms"]
+    parts.append(lat.unpivot(names, index=["__env", "__first", "target"],
+                             variable_name="metric").drop_nulls("value").select(
+        "__env", pl.lit(2).alias("__phase"), "__first",
+        pl.col("metric").replace_strict(names, [0, 1, 2], return_dtype=pl.Int64).alias("__j"),
+        pl.lit(DEFAULT_POOL).alias("pool"), "target", "metric", "value"))
+    # then the pool service's operations per pool and engine, and their sum
+    ops = rows.filter(pl.col("kind") == "pool_op").with_columns(
+        path.str.extract(r"^pool/([^/]+)/").alias("pool"), host.alias("target"),
+        path.str.extract(r"/ops/([^/]+)$").alias("op"))
+    twice = ops.filter(pl.struct("__env", "pool", "target", "op").is_duplicated())["__env"]
+    ops = ops.with_columns(pl.col("__k").first().over("__env", "pool", "target")
+                           .alias("__first"))
+    parts.append(ops.select("__env", pl.lit(3).alias("__phase"), "__first",
+                            pl.col("__k").alias("__j"), "pool", "target",
+                            ("metadata_ops_total." + pl.col("op")).alias("metric"), "value"))
+    parts.append(ops.group_by("__env", "pool", "target", maintain_order=True)
+                 .agg(pl.col("__first").first(), _sequential_sum(pl.col("value")).alias("value"))
+                 .select("__env", pl.lit(3).alias("__phase"), "__first",
+                         pl.lit(1 << 40).alias("__j"), "pool", "target",
+                         pl.lit("metadata_ops_total").alias("metric"), "value"))
+    out = (pl.concat([p.with_columns(pl.col("__phase", "__first", "__j").cast(pl.Int64))
+                      for p in parts])
+           .filter(~pl.col("__env").is_in(twice.implode()))
+           .sort("__env", "__phase", "__first", "__j")
+           .select("__env", pl.int_range(pl.len(), dtype=pl.Int64).over("__env").alias("__idx"),
+                   "pool", "target", "metric", "value"))
+    declined = env.filter(~pl.col("__env").is_in(out["__env"].implode()))["__env"]
+    return {"pool_metrics": row_targets(out)}, declined
 
 
 _POOL_HEAD = re.compile(r"^Pool\s+(?P<pool>[0-9a-fA-F-]{36}),\s*ntarget=")

@@ -39,6 +39,7 @@ from ckptwatch.sources.base import (
     detect_tool,
     load_json,
     plain_json_strings,
+    possible_formats,
     read_json_line,
     safe_text,
 )
@@ -389,12 +390,24 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) 
     # lines with a \u escape (never set aside for a bulk parser: ``_Bulk.take``)
     escaped = texts.str.contains("\\u", literal=True).to_list() if texts is not None else []
     long_lines: list[bool] = []  # lines with a run of 19 digits: found when first asked
+    #: per line, the formats whose needed strings it holds (``base.possible_formats``):
+    #: found when first asked
+    possible: list[list[int] | None] = []
 
     def long_digits(k: int) -> bool:
         if not long_lines:
             assert texts is not None
             long_lines.extend(texts.str.contains(LONG_DIGITS))
         return long_lines[k]
+
+    def recognise(k: int, output: Any) -> str | None:
+        """``detect_tool(output)`` of line ``k`` (0-based)'s output."""
+        if texts is None or type(output) is not str:
+            return detect_tool(output)
+        if not possible:
+            possible.append(possible_formats(texts))
+        bits = possible[0]
+        return detect_tool(output, None if bits is None else bits[k])
 
     for i, line in enumerate(lines, start=1):
         if not line or line.isspace():  # blank (``not line.strip()``, without a copy)
@@ -416,7 +429,10 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) 
                     "envelope has no 'node' (and the file is not under <kind>/<node>/)")
             if "collected_at" not in env:
                 raise RecordError("envelope has no 'collected_at'")
-            if bulk and not escaped[i - 1] and aside.take(base + i, env, node):
+            source, asked = env.get("source"), False
+            if not source and bulk and not escaped[i - 1]:  # recognised first: a bulk parser
+                source, asked = recognise(i - 1, env["output"]), True  # of its format may read it
+            if bulk and not escaped[i - 1] and aside.take(base + i, env, node, source):
                 scan.taken += 1
                 if len(aside.rows) >= _BULK_CHUNK:  # parsed now: the objects held stay few
                     aside.flush()
@@ -426,7 +442,8 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) 
             except ValueError as exc:
                 raise RecordError(f"collected_at: {exc}") from exc
             output = env["output"]
-            source = env.get("source") or detect_tool(output)
+            if not source and not asked:
+                source = detect_tool(output)
             if not source:
                 raise RecordError("envelope names no 'source' and the output matches no known "
                                   "format")
@@ -443,9 +460,14 @@ def _finish(scan: _Scan, bulk_frames: dict[str, list[pl.DataFrame]]) -> Parsed:
     """One file's rows as typed frames (its bulk parsers' frames, ``__line`` its own line, and
     its rows parsed one by one, in line order), its rejects in line order and its note."""
     out, rows = scan.out, scan.rows
-    _add_line_rejects(rows.pop(LINE_REJECTS, ()), out)
+    line_rejects = rows.pop(LINE_REJECTS, [])
     if scan.taken:
         out.rejects.sort(key=lambda r: r.line or 0)  # stable: one reject a line, in line order
+        # the records of outputs parsed one by one after the line loop (declined by a bulk
+        # parser) in line order too, after the others: as reading every line in turn has them
+        line_rejects = sorted(line_rejects, key=lambda r: r.get("__line") or 0)
+    _add_line_rejects(line_rejects, out)
+    if scan.taken:
         first = {t: min(row["__line"] for row in r) for t, r in rows.items() if r}
         for t, frames in bulk_frames.items():
             for low in (f["__line"].min() for f in frames if f.height):
@@ -611,12 +633,14 @@ class _Bulk:
                 out.setdefault(table, []).append(part.with_columns(line - low))
         return out
 
-    def take(self, i: int, env: dict[str, Any], node: str) -> bool:
+    def take(self, i: int, env: dict[str, Any], node: str, source: Any) -> bool:
         """Set envelope ``env`` (line ``i``, checked up to its ``collected_at``; a line
         without a ``\\u`` escape, which can make a lone surrogate a bulk parse might read
         differently) aside when a bulk parser reads it: text output of a source with one
-        (``BULK_PARSERS``), or a JSON object of a source with one (``JSON_BULK_PARSERS``)."""
-        output, source, at = env["output"], env.get("source"), env["collected_at"]
+        (``BULK_PARSERS``), or a JSON object of a source with one (``JSON_BULK_PARSERS``).
+        ``source``: the envelope's, or the format its output was recognised as where it names
+        none."""
+        output, at = env["output"], env["collected_at"]
         if type(source) is not str or type(at) is not str:
             return False
         if type(output) is dict and source in JSON_BULK_PARSERS:
@@ -679,22 +703,17 @@ class _Bulk:
         for (source, is_json), group in env.partition_by("source", "__json", as_dict=True,
                                                          maintain_order=True).items():
             given = group.select(pl.col("__line").alias("__env"), "output", "device", "port",
-                                 *(["__plain"] if "__plain" in group.columns else []))
+                                 "node", *(["__plain"] if "__plain" in group.columns else []))
             if is_json:
                 found, no = JSON_BULK_PARSERS[str(source)](
-                    given.select("__env", "device", "port"),
+                    given.select("__env", "device", "port", "node"),
                     [self.docs[i] for i in given["__env"]])
             else:
                 found, no = BULK_PARSERS[str(source)](given)
             declined += no.to_list()
             ctx_cols = group.select(pl.col("__line").alias("__env"), "ts", "node", "source")
             for table, part in found.items():
-                schema = _row_schema(table)
-                typed = part.join(ctx_cols, on="__env", how="left",
-                                  maintain_order="left").select(
-                    *[pl.col(c).cast(t) for c, t in schema.items()],
-                    pl.col("__env").alias("__line"), "__idx")
-                frames.setdefault(table, []).append(typed)
+                frames.setdefault(table, []).append(_bulk_typed(part, ctx_cols, table))
         if declined:  # parsed one by one, exactly as the line loop parses them
             by_line = {}
             for i, node, ts, source, dev, port, output in env.filter(
@@ -714,6 +733,38 @@ class _Bulk:
                 scan, own = self._file(i)
                 _accumulate(scan.rows, result, own)
         return frames
+
+
+def _bulk_typed(part: pl.DataFrame, ctx_cols: pl.DataFrame, table: str) -> pl.DataFrame:
+    """A bulk parser's rows of ``table`` with the envelope's ``ts``, ``node`` and ``source``
+    (``ctx_cols``; a ``ts`` the rows hold, a time their output prints, stands), typed as the
+    table's rows, ``__env`` as ``__line``, and ``__idx``."""
+    own = [c for c in ctx_cols.columns if c != "__env" and c in part.columns]
+    return part.join(ctx_cols.drop(own), on="__env", how="left", maintain_order="left").select(
+        *[pl.col(c).cast(t) for c, t in _row_schema(table).items()],
+        pl.col("__env").alias("__line"), "__idx")
+
+
+def _bulk_tool_file(text: str, ctx: ToolContext, out: Parsed) -> bool:
+    """``rows_to_frames(parse_tool_output(text, ctx), out)`` by the format's bulk parser
+    (``BULK_PARSERS``), the whole file one output: the same rows, in the same order. False,
+    and nothing added, when it declines the text (the registered parser then reads it)."""
+    env = pl.DataFrame({"__env": [1], "output": [text], "device": [ctx.device],
+                        "port": [ctx.port], "node": [ctx.node]},
+                       schema={"__env": pl.Int64, "output": pl.String, "device": pl.String,
+                               "port": pl.String, "node": pl.String})
+    found, declined = BULK_PARSERS[ctx.source](env)
+    if declined.len():
+        return False
+    ctx_cols = pl.DataFrame({"__env": [1], "ts": [ctx.ts], "node": [ctx.node],
+                             "source": [ctx.source]},
+                            schema={"__env": pl.Int64, "ts": pl.Datetime("us", "UTC"),
+                                    "node": pl.String, "source": pl.String})
+    for table, part in found.items():
+        typed = _bulk_typed(part, ctx_cols, table).sort("__idx")
+        _add_valid(typed.with_columns(pl.lit(None, dtype=pl.Int64).alias("__line"))
+                   .drop("__idx"), table, out)
+    return True
 
 
 def _name(value: Any) -> str | None:
@@ -767,9 +818,78 @@ def device_from_name(name: str) -> str | None:
     return token
 
 
+@dataclass(frozen=True)
+class ToolFile:
+    """One bare tool output to read (``read_tool_files``): ``read_tool_file``'s arguments."""
+
+    data: bytes
+    label: str
+    node: str
+    ts: datetime
+    device: str | None = None
+
+
+def read_tool_files(files: Sequence[ToolFile], *,
+                    limits: IngestSettings = INGEST) -> list[Parsed]:
+    """``read_tool_file`` of each of ``files``, the text outputs of a format with a bulk parser
+    (``BULK_PARSERS``) given to it together: one call per format, not one per file (a bulk
+    call has a fixed cost of some 30 polars operations: a day of ``mmpmon`` output is a file
+    per node). Each file gets exactly the rows it gets read on its own; a file its bulk parser
+    declines, with a row the table's checks reject, or of another format, is read on its
+    own."""
+    _load_formats()
+    parsed: dict[int, Parsed] = {}
+    groups: dict[str, list[tuple[int, ToolContext, str]]] = {}
+    for k, f in enumerate(files):
+        text = f.data.decode("utf-8", errors="replace")
+        if text.lstrip().startswith("{"):  # JSON: read on its own
+            continue
+        source = detect_tool(text)
+        if source is None or source not in BULK_PARSERS:
+            continue
+        device = f.device if f.device is not None else device_from_name(
+            f.label.rsplit("/", 1)[-1])
+        groups.setdefault(source, []).append(
+            (k, ToolContext(node=f.node, ts=f.ts, source=source, device=device), text))
+    for source, group in groups.items():
+        ctxs = [ctx for _, ctx, _ in group]
+        ids = [k for k, _, _ in group]
+        env = pl.DataFrame({"__env": ids, "output": [text for _, _, text in group],
+                            "device": [c.device for c in ctxs], "port": [c.port for c in ctxs],
+                            "node": [c.node for c in ctxs]},
+                           schema={"__env": pl.Int64, "output": pl.String, "device": pl.String,
+                                   "port": pl.String, "node": pl.String})
+        found, declined = BULK_PARSERS[source](env)
+        ctx_cols = pl.DataFrame({"__env": ids, "ts": [c.ts for c in ctxs],
+                                 "node": [c.node for c in ctxs], "source": source},
+                                schema={"__env": pl.Int64, "ts": pl.Datetime("us", "UTC"),
+                                        "node": pl.String, "source": pl.String})
+        spoilt = set(declined.to_list())
+        valid: dict[str, dict[int, pl.DataFrame]] = {}
+        for table, part in found.items():
+            typed = (_bulk_typed(part, ctx_cols, table).sort("__line", "__idx")
+                     .drop("__idx").rename({"__line": "__file"})
+                     .with_columns(pl.lit(None, dtype=pl.Int64).alias("__line")))
+            valid[table] = _valid_by_file(typed, table, spoilt, limits.max_field_chars)
+        for k in ids:
+            if k in spoilt:
+                continue
+            out = parsed[k] = Parsed(limits=limits)
+            for table, by_file in valid.items():
+                if k in by_file:
+                    out.add(table, by_file[k])
+    tried = {k for group in groups.values() for k, _, _ in group}
+    return [parsed[k] if k in parsed else read_tool_file(
+        f.data, file_label=f.label, node=f.node, ts=f.ts, device=f.device, limits=limits,
+        bulk=k not in tried) for k, f in enumerate(files)]
+
+
 def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
-                   device: str | None = None, limits: IngestSettings = INGEST) -> Parsed:
-    """A bare tool output (JSON object or text) for one node; the whole file is one record."""
+                   device: str | None = None, limits: IngestSettings = INGEST,
+                   bulk: bool = True) -> Parsed:
+    """A bare tool output (JSON object or text) for one node; the whole file is one record.
+    Text of a format with a bulk parser (``BULK_PARSERS``) is read by it (``bulk``), unless
+    it declines the text: the same rows either way."""
     _load_formats()
     out = Parsed(limits=limits)
     text = data.decode("utf-8", errors="replace")
@@ -789,6 +909,9 @@ def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
     if device is None:
         device = device_from_name(file_label.rsplit("/", 1)[-1])
     ctx = ToolContext(node=node, ts=ts, source=source, device=device)
+    if bulk and type(output) is str and source in BULK_PARSERS \
+            and _bulk_tool_file(output, ctx, out):
+        return out
     try:
         rows_to_frames(parse_tool_output(output, ctx), out)
     except RecordError as exc:

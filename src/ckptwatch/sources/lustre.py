@@ -46,9 +46,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import ToolContext, plain_output, register_bulk, register_tool
 from ckptwatch.sources.envelope import LINE_REJECTS
+from ckptwatch.sources.pool_bulk import divided, epoch_time, row_targets
 from ckptwatch.sources.pool_common import pool_target
 from ckptwatch.sources.textkv import shorten
 
@@ -453,3 +456,180 @@ def parse_lctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]
     if rejects:
         result[LINE_REJECTS] = rejects
     return result
+
+
+#: The parameters ``parse_lctl_bulk`` reads (kind, name pattern); a dump holding another
+#: parameter that ``parse_lctl`` reads (``brw_stats``, ``job_stats``) is declined.
+_BULK_BLOCKS = [("ost", _OST_STATS), ("md", _MD_STATS), ("service", _SERVICE)]
+#: A count read in bulk: at most 17 digits (exact in 64 bits, and so are their sums); a
+#: maximum, divided by 1000, at most 15 (exact as a float).
+_COUNT, _PEAK = r"^-?[0-9]{1,17}$", r"^-?[0-9]{1,15}$"
+_BULK_TIME = (r"^(?P<key>snapshot_time|start_time|elapsed_time):?[ \t]+(?P<v>[0-9]+(?:\.[0-9]+)?)"
+              r"(?:[ \t]+\(?secs\.[nu]secs\)?)?$")
+_BULK_STAT = (r"^(?P<op>[^ \t]+)[ \t]+(?P<n>[0-9]+)[ \t]+samples[ \t]+\[(?P<unit>[^\]]*)\]"
+              r"(?:[ \t]+(?P<min>-?[0-9]+)[ \t]+(?P<max>-?[0-9]+)[ \t]+(?P<sum>-?[0-9]+)"
+              r"(?:[ \t]+-?[0-9]+)?)?$")
+
+
+def _bulk_stats(lines: pl.DataFrame) -> pl.DataFrame:
+    """The stats lines of the read blocks (``_STAT``) as typed columns: ``__b`` (the block),
+    ``op``, ``n``, ``unit``, ``max``, ``sum`` (null when the line gives no min/max/sum),
+    ``timed`` (``_Stat.timed``), ``__line`` (its place)."""
+    return lines.select(
+        "__env", "__b", pl.col("__k").alias("__line"), "op",
+        pl.col("n").cast(pl.Int64, strict=False), "unit",
+        pl.col("max").cast(pl.Int64, strict=False), pl.col("sum").cast(pl.Int64, strict=False),
+        (pl.col("unit").is_in(sorted(_TIME_UNITS)) & pl.col("sum").is_not_null()).alias("timed"))
+
+
+@register_bulk(SOURCE)
+def parse_lctl_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_lctl`` over many outputs at once (``base.BulkParser``): dumps whose parameters
+    read are an OST's ``stats``, an MDT's ``md_stats`` and the OSS/MDS services' ``stats``,
+    each a name line ``name=`` then ``snapshot_time`` (a date: 10**9 s or more) and counter
+    lines. Read as ``parse_lctl`` reads them when the counters it uses are timed where it uses
+    their times (``[usec]``/``[usecs]`` with min, max, sum), given once, of at most 17 digits
+    (a maximum 15), an OST's ``write`` and ``write_bytes`` both given or neither. Declined,
+    for ``parse_lctl``: anything else (``brw_stats``, ``job_stats``, a value on a name's line,
+    a line that is no counter, a target name that is not ``<fs>-OSTnnnn``/``-MDTnnnn``, no
+    parameter read, text that is not plain)."""
+    raw = pl.col("raw")
+    lines = (env.filter(plain_output(env))
+             .select("__env", "node", pl.col("output").str.split("\n").alias("raw"))
+             .explode("raw").with_row_index("__k").with_columns(pl.col("__k").cast(pl.Int64)))
+    lines = lines.with_columns(raw.str.extract_groups(
+        r"^(?P<name>[A-Za-z][\w.\-@:*\[\]]*)=(?P<value>.*)$").alias("__h")).unnest("__h")
+    lines = lines.with_columns(pl.col("name").is_not_null().alias("__head"))
+    head = pl.col("__head")
+    kind = pl.lit(None, dtype=pl.String)
+    for name, pattern in reversed(_BULK_BLOCKS):
+        kind = pl.when(pl.col("name").str.contains(f"^(?:{pattern.pattern})$")) \
+            .then(pl.lit(name)).otherwise(kind)
+    other_read = (pl.col("name").str.contains(f"^(?:{_BRW.pattern})$")
+                  | pl.col("name").str.contains(f"^(?:{_JOBS.pattern})$"))
+    lines = lines.with_columns(
+        head.cast(pl.Int64).cum_sum().over("__env").alias("__b"),
+        pl.when(head).then(kind).alias("kind"), pl.when(head).then(other_read).alias("__other"))
+    lines = lines.with_columns(pl.col("kind", "name").forward_fill().over("__env", "__b"))
+    heads = lines.filter(head)
+    bad = [heads.filter(pl.col("__other") | (pl.col("kind").is_not_null()
+                                             & (pl.col("value").str.strip_chars() != "")))]
+    text = pl.col("raw").str.strip_chars()
+    body = (lines.filter(~head & pl.col("kind").is_not_null() & (text != ""))
+            .select("__env", "__b", "__k", "kind", text.alias("text")))
+    # ``_TIME`` and ``_STAT`` in ASCII classes (on plain text the same: its only blanks in a
+    # line are spaces and tabs), the time lines found first: a capture is the slow part
+    is_time = pl.col("text").str.contains(_BULK_TIME)
+    times = body.filter(is_time).with_columns(
+        pl.col("text").str.extract_groups(_BULK_TIME).alias("__t")).unnest("__t")
+    stat_lines = body.filter(~is_time).with_columns(
+        pl.col("text").str.extract_groups(_BULK_STAT).alias("__s")).unnest("__s")
+    bad += [stat_lines.filter(pl.col("op").is_null())]
+    stat_lines = stat_lines.filter(pl.col("op").is_not_null())
+    bad += [stat_lines.filter(~(pl.col("n").str.contains(_COUNT)
+                                & pl.col("min").fill_null("0").str.contains(_COUNT)
+                                & pl.col("max").fill_null("0").str.contains(_PEAK)
+                                & pl.col("sum").fill_null("0").str.contains(_COUNT))),
+            stat_lines.filter(pl.struct("__env", "__b", "op").is_duplicated())]
+    stats = _bulk_stats(stat_lines)
+    snap = (times.filter(pl.col("key") == "snapshot_time").group_by("__env", "__b")
+            .agg(pl.col("v").last()))
+    blocks = heads.filter(pl.col("kind").is_not_null()).select(
+        "__env", "__b", "__k", "node", "name", "kind").join(
+        snap, on=["__env", "__b"], how="left", maintain_order="left")
+    dated = pl.col("v").str.contains(r"^[1-9][0-9]{9}(?:\.[0-9]+)?$").fill_null(False)
+    bad.append(blocks.filter(~dated))
+    blocks = blocks.with_columns(epoch_time(pl.when(dated).then(pl.col("v").cast(pl.Float64)))
+                                 .alias("ts"))
+    target = (pl.when(pl.col("kind") == "service")
+              .then(pl.col("node") + "/" + pl.col("name").str.split(".").list.get(2))
+              .otherwise(pl.col("name").str.extract(r"^[^.]+\.([^.]+)\.")))
+    blocks = blocks.with_columns(target.alias("target")).with_columns(
+        pl.when(pl.col("kind") == "service").then(pl.lit(SERVER_POOL))
+        .otherwise(pl.col("target").str.extract(r"^(.+)-(?:OST|MDT)[0-9a-fA-F]{4}$"))
+        .alias("pool"))
+    bad.append(blocks.filter(pl.col("pool").is_null()))
+    keys = ["__env", "__b"]
+
+    def counter(op: str, **cols: pl.Expr) -> pl.DataFrame:
+        return stats.filter(pl.col("op") == op).select(*keys, **cols)
+
+    def write(frame: pl.DataFrame, op: str) -> pl.DataFrame:
+        """``_write``: a timed counter's ops, time and peak; absent: no writes (zeros)."""
+        w = stats.filter(pl.col("op") == op)
+        bad.append(w.filter(~pl.col("timed")))
+        return frame.join(w.select(*keys, pl.col("n").alias("write_ops"),
+                                   pl.col("sum").alias("write_latency_us_total"),
+                                   pl.col("max").alias("write_latency_peak_ms")),
+                          on=keys, how="left", maintain_order="left").with_columns(
+            pl.col("write_ops", "write_latency_us_total").fill_null(0))
+
+    rows: list[pl.DataFrame] = []
+
+    def add(frame: pl.DataFrame, metrics: list[str], start: int = 0) -> None:
+        """The rows of ``frame``'s ``metrics`` columns, in that order after ``start``."""
+        frame = divided(frame.with_columns(pl.col(m).cast(pl.Float64) for m in metrics),
+                        1000, *[m for m in metrics if "_peak_ms" in m])
+        rows.append(frame.unpivot(metrics, index=[*keys, "__k", "ts", "pool", "target"],
+                                  variable_name="metric").drop_nulls("value").with_columns(
+            (pl.col("metric").replace_strict(metrics, list(range(len(metrics))),
+                                             return_dtype=pl.Int64) + start).alias("__j")))
+
+    def metadata(frame: pl.DataFrame, ops: pl.DataFrame) -> None:
+        """``_metadata``: per operation (every one timed), then summed over them."""
+        bad.append(ops.filter(~pl.col("timed")))
+        per_op = ops.join(frame.select(*keys, "__k", "ts", "pool", "target"), on=keys,
+                          maintain_order="left").with_columns(pl.col("max").cast(pl.Float64))
+        per_op = divided(per_op, 1000, "max")
+        names = ["metadata_ops_total", "metadata_latency_us_total", "metadata_latency_peak_ms"]
+        for j, (name, value) in enumerate(zip(names, ("n", "sum", "max"), strict=True)):
+            rows.append(per_op.select(
+                *keys, "__k", "ts", "pool", "target", (name + "." + pl.col("op")).alias("metric"),
+                pl.col(value).cast(pl.Float64).alias("value"),
+                ((1 << 40) + pl.col("__line") * 3 + j).alias("__j")))
+        sums = ops.group_by(keys).agg(
+            pl.col("n").sum().alias("metadata_ops_total"),
+            pl.col("sum").sum().alias("metadata_latency_us_total"),
+            pl.col("max").filter(pl.col("n") != 0).max().alias("metadata_latency_peak_ms"))
+        add(frame.join(sums, on=keys, how="left", maintain_order="left").with_columns(
+            pl.col("metadata_ops_total", "metadata_latency_us_total").fill_null(0)),
+            names, start=1 << 62)
+
+    ost = write(blocks.filter(pl.col("kind") == "ost"), "write").join(
+        counter("write_bytes", write_bytes=pl.col("sum"), __wb=pl.lit(True)), on=keys,
+        how="left", maintain_order="left")
+    bad.append(ost.filter((pl.col("write_latency_peak_ms").is_null()
+                           != pl.col("__wb").is_null())
+                          | (pl.col("__wb").is_not_null() & pl.col("write_bytes").is_null())))
+    add(ost.with_columns(pl.col("write_bytes").fill_null(0)),
+        ["write_ops", "write_latency_us_total", "write_latency_peak_ms", "write_bytes"])
+    service = blocks.filter(pl.col("kind") == "service")
+    queue = ["queue_requests_total", "queue_depth_total", "queue_wait_us_total",
+             "active_requests_total"]
+    for op, cols in (("req_qdepth", {queue[0]: pl.col("n"), queue[1]: pl.col("sum")}),
+                     ("req_waittime", {queue[2]: pl.col("sum")}),
+                     ("req_active", {queue[3]: pl.col("sum")})):
+        bad.append(stats.filter((pl.col("op") == op) & pl.col("sum").is_null()))
+        service = service.join(counter(op, **cols), on=keys, how="left",
+                               maintain_order="left")
+    service = service.with_columns(pl.col(queue).fill_null(0))
+    oss = pl.col("name") == "ost.OSS.ost_io.stats"
+    add(write(service.filter(oss), "ost_write"),
+        [*queue, "write_ops", "write_latency_us_total", "write_latency_peak_ms"])
+    mds = service.filter(~oss)
+    add(mds, queue)
+    on = ["__env", "__b"]
+    metadata(mds, stats.filter(pl.col("op").str.starts_with("mds_")).join(
+        mds.select(on), on=on, how="semi"))
+    md = blocks.filter(pl.col("kind") == "md")
+    metadata(md, stats.filter(~pl.col("op").is_in(sorted(DATA_OPS))).join(
+        md.select(on), on=on, how="semi"))
+    declined = pl.concat([f.select("__env") for f in bad]).to_series().unique()
+    out = (pl.concat([r.select(*keys, "__k", "__j", "ts", "pool", "target", "metric", "value")
+                      for r in rows])
+           .filter(~pl.col("__env").is_in(declined.implode()))
+           .sort("__env", "__k", "__j")
+           .select("__env", pl.int_range(pl.len(), dtype=pl.Int64).over("__env").alias("__idx"),
+                   "ts", "pool", "target", "metric", "value"))
+    declined = env.filter(~pl.col("__env").is_in(out["__env"].implode()))["__env"]
+    return {"pool_metrics": row_targets(out)}, declined

@@ -105,7 +105,7 @@ def detect_smart_log(output: Any) -> bool:
     )
 
 
-@register_tool(SMART_LOG_SOURCE, detect_smart_log)
+@register_tool(SMART_LOG_SOURCE, detect_smart_log, needs=())  # (JSON only)
 def parse_smart_log(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``nvme smart-log /dev/nvmeX -o json`` -> ``nvme_smart`` rows."""
     if not isinstance(output, dict):

@@ -158,7 +158,7 @@ def health_log_values(log: dict[str, Any]) -> dict[str, float]:
     return values
 
 
-@register_tool(SOURCE, detect)
+@register_tool(SOURCE, detect, needs=())  # (JSON only: no text is smartctl's)
 def parse_smartctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``smartctl -j -a`` of one NVMe device -> ``nvme_smart`` rows."""
     if not isinstance(output, dict):

@@ -25,10 +25,14 @@ prints are both read; an error response is quarantined with SPDK's message.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import ToolContext, register_json_bulk, register_tool
+from ckptwatch.sources.pool_bulk import divided, row_major, row_targets
 from ckptwatch.sources.pool_common import host_target, pool_row, ticks_to_us
 from ckptwatch.sources.textkv import parse_number, shorten
 
@@ -80,7 +84,7 @@ def _count(bdev: dict[str, Any], key: str, where: str) -> float | None:
     return float(value)
 
 
-@register_tool(IOSTAT_SOURCE, detect_iostat)
+@register_tool(IOSTAT_SOURCE, detect_iostat, needs=())  # (JSON only)
 def parse_iostat(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``bdev_get_iostat`` -> per-bdev write counters, latency and queue depth."""
     inner = _result(output, "bdev_get_iostat")
@@ -123,7 +127,99 @@ def parse_iostat(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]
     return {"pool_metrics": rows}
 
 
-@register_tool(NVMF_SOURCE, detect_nvmf)
+#: The counters of a bdev ``parse_iostat`` reads, in the order of its rows (the first three
+#: required; the peak only when there were writes; the depth only when sampled).
+_IOSTAT_KEYS = ("bytes_written", "num_write_ops", "write_latency_ticks",
+                "max_write_latency_ticks", "queue_depth_polling_period", "queue_depth")
+_ABSENT = object()
+#: Counters read in bulk: below 2**63.
+_LIMIT = 1 << 63
+
+
+@register_json_bulk(IOSTAT_SOURCE)
+def parse_iostat_bulk(env: pl.DataFrame, outputs: list[dict[str, Any]]) -> tuple[
+        dict[str, pl.DataFrame], pl.Series]:
+    """``parse_iostat`` over many outputs at once (``base.JsonBulkParser``; target: the
+    envelope's ``node`` and the bdev). Read: a response (or bare result) whose ``tick_rate``
+    is an integer in 1 .. 2**53 and whose bdevs each have a name and their counters as JSON
+    numbers it reads as ``_count`` does: an integer (not a boolean) in 0 .. 2**63 - 1 or a
+    finite non-negative float (polars' float of such an integer is ``float()``'s). Declined,
+    for ``parse_iostat``: an error response, the per-channel form, any other value (a string,
+    a boolean, a null, a negative or huge number, a counter missing), no bdevs."""
+    declined: list[int] = []
+    ids: list[int] = []
+    names: list[str] = []
+    rates: list[int] = []
+    columns: list[list[Any]] = [[] for _ in _IOSTAT_KEYS]
+    required = len(_IOSTAT_KEYS[:3])
+    for e, node, out in zip(env["__env"].to_list(), env["node"].to_list(), outputs,
+                            strict=True):
+        inner = out.get("result", out)
+        if ("error" in out and "result" not in out) or type(inner) is not dict \
+                or "channels" in inner:
+            declined.append(e)
+            continue
+        rate, bdevs = inner.get("tick_rate"), inner.get("bdevs")
+        if type(rate) is not int or not 0 < rate < (1 << 53) or type(bdevs) is not list \
+                or not bdevs:
+            declined.append(e)
+            continue
+        got: list[tuple[str, list[Any]]] = []
+        for bdev in bdevs:
+            name = bdev.get("name") if type(bdev) is dict else None
+            if type(name) is not str or not name.strip():
+                break
+            values = [bdev.get(k, _ABSENT) for k in _IOSTAT_KEYS]
+            for k, v in enumerate(values):  # _bulk_count, inline: a hot loop
+                kind = type(v)
+                if kind is int:
+                    if 0 <= v < _LIMIT:
+                        continue
+                elif kind is float:
+                    if v >= 0.0 and v != math.inf:
+                        continue
+                elif v is _ABSENT and k >= required:
+                    values[k] = None
+                    continue
+                break  # (a counter given as null is not absent: parse_iostat says so)
+            else:
+                got.append((f"{node}/{name.strip()}", values))
+                continue
+            break
+        else:
+            for target, values in got:
+                ids.append(e)
+                names.append(target)
+                rates.append(rate)
+                for column, v in zip(columns, values, strict=True):
+                    column.append(v)
+            continue
+        declined.append(e)
+    if not ids:
+        return {}, pl.Series(declined, dtype=pl.Int64)
+    frame = pl.DataFrame(
+        {"__env": ids, "target": names, "rate": rates,
+         **{k: pl.Series(v, dtype=pl.Float64) for k, v in zip(_IOSTAT_KEYS, columns,
+                                                               strict=True)}},
+        schema_overrides={"__env": pl.Int64, "target": pl.String, "rate": pl.Float64})
+    frame = frame.with_columns(  # ticks_to_us: ticks * 1e6 / tick_rate, as Python divides
+        (pl.col("write_latency_ticks") * 1e6 / pl.col("rate")).alias("write_latency_us_total"),
+        pl.when(pl.col("num_write_ops") > 0).then(
+            pl.col("max_write_latency_ticks") * 1e6 / pl.col("rate"))
+        .alias("write_latency_peak_ms"),
+        pl.when(pl.col("queue_depth_polling_period").fill_null(0.0) != 0.0)
+        .then(pl.col("queue_depth")).alias("queue_depth.disk"))
+    frame = divided(frame, 1000, "write_latency_peak_ms")
+    metrics = ["write_bytes", "write_ops", "write_latency_us_total", "write_latency_peak_ms",
+               "queue_depth.disk"]
+    wide = frame.select("__env", "target", pl.col("bytes_written").alias("write_bytes"),
+                        pl.col("num_write_ops").alias("write_ops"), *metrics[2:])
+    rows = row_major(wide, ["__env", "target"], metrics, metrics).with_columns(
+        pl.lit(DEFAULT_POOL).alias("pool"))
+    return {"pool_metrics": row_targets(rows)}, pl.Series(declined, dtype=pl.Int64)
+
+
+@register_tool(NVMF_SOURCE, detect_nvmf, needs=())  # (JSON only)
 def parse_nvmf_stats(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``nvmf_get_stats``: recognised, and quarantined with the reason it gives no signal."""
     inner = _result(output, "nvmf_get_stats")

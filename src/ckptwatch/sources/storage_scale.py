@@ -35,8 +35,18 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
+import polars as pl
+
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_tool
+from ckptwatch.sources.base import ToolContext, register_bulk, register_tool
+from ckptwatch.sources.pool_bulk import (
+    divided,
+    epoch_time,
+    plain_lines,
+    read_whole,
+    row_major,
+    row_targets,
+)
 from ckptwatch.sources.pool_common import line_reject, named_pool, pool_row, result
 from ckptwatch.sources.textkv import iter_lines
 
@@ -102,6 +112,42 @@ def parse_mmpmon(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]
     if not rows and not bad:
         raise RecordError("mmpmon output has no _fs_io_s_ lines (was fs_io_s the request?)")
     return result(rows, bad)
+
+
+#: An ``_fs_io_s_`` line as ``parse_mmpmon_bulk`` reads it: ``mmpmon -p``'s keys in its order,
+#: one space apart, ``_rc_`` 0, the counts read of at most 18 digits (exact in 64 bits: so is
+#: their sum), ``_t_`` of at most 10 and ``_tu_`` of at most 6. (A word: no space or tab,
+#: the only blanks of plain text, where ``str.split`` splits.)
+_W = "[^ \t]+"
+_FS_IO_S = (rf"^_fs_io_s_ _n_ {_W} _nn_ (?P<target>{_W}) _rc_ 0 _t_ (?P<t>[0-9]{{1,10}}) "
+            rf"_tu_ (?P<tu>[0-9]{{1,6}}) _cl_ {_W} _fs_ (?P<pool>{_W}) _d_ {_W} _br_ {_W} "
+            r"_bw_ (?P<_bw_>[0-9]{1,18}) _oc_ (?P<_oc_>[0-9]{1,18}) _cc_ (?P<_cc_>[0-9]{1,18}) "
+            rf"_rdc_ {_W} _wc_ (?P<_wc_>[0-9]{{1,18}}) _dir_ (?P<_dir_>[0-9]{{1,18}}) "
+            r"_iu_ (?P<_iu_>[0-9]{1,18})$")
+
+
+@register_bulk(MMPMON_SOURCE)
+def parse_mmpmon_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_mmpmon`` over many outputs at once (``base.BulkParser``): outputs whose every
+    line is an ``_fs_io_s_`` line as ``mmpmon -p`` prints it (``_FS_IO_S``). Declined, for
+    ``parse_mmpmon``: any other line (another request's reply, a non-zero ``_rc_``, keys in
+    another order or spacing, a count too long), no line at all."""
+    lines = plain_lines(env).with_columns(pl.col("line").str.extract_groups(_FS_IO_S)
+                                           .alias("__m")).unnest("__m")
+    good, declined = read_whole(env, lines, pl.col("t").is_not_null())
+    if not good.height:
+        return {}, declined
+    counts = list(MMPMON_FIELDS)
+    good = divided(good.select(
+        "__env", "__k", "pool", "target", pl.col("t").cast(pl.Float64),
+        pl.col("tu").cast(pl.Float64), *[pl.col(k).cast(pl.Int64) for k in counts]), 1e6, "tu")
+    good = good.with_columns(
+        epoch_time(pl.col("t") + pl.col("tu")).alias("ts"),
+        pl.sum_horizontal(k for k, (_, op) in MMPMON_FIELDS.items() if op).alias("__meta"))
+    metrics = [f"{metric}.{op}" if op else metric for metric, op in MMPMON_FIELDS.values()]
+    rows = row_major(good, ["__env", "ts", "pool", "target"], [*counts, "__meta"],
+                     [*metrics, "metadata_ops_total"])
+    return {"pool_metrics": row_targets(rows)}, declined
 
 
 def _mmpmon_problem(fields: dict[str, str]) -> str | None:
@@ -260,3 +306,61 @@ def parse_waiters(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any
         rows.append(pool_row(ctx.ts, pool, target, "write_latency_max_ms",
                              max(nsd_waits) * 1000))
     return result(rows, bad)
+
+
+#: ``mmdiag --waiters -Y``'s HEADER line as Storage Scale prints it (the genuine sample's):
+#: the one ``parse_waiters_bulk`` reads.
+WAITERS_HEADER = ("mmdiag:waiters:HEADER:version:reserved:reserved:threadId:threadAddr:"
+                  "threadName:waitStartTime:waitTime:isMonitored:condVarAddr:condVarName:"
+                  "condVarReason:mutexAddr:mutexName:auxReason:delayTime:delayReason:")
+_WAITER_FIELDS = WAITERS_HEADER.split(":")
+#: A waitTime read in bulk: seconds as digits, maybe a fraction (exactly ``float``'s reading).
+_WAIT_TIME = r"^[0-9]{1,15}(?:\.[0-9]{1,15})?$"
+
+
+@register_bulk(WAITERS_SOURCE)
+def parse_waiters_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_waiters`` over many outputs at once (``base.BulkParser``; target: the
+    envelope's ``node``): outputs whose first line is ``WAITERS_HEADER`` and whose other lines
+    are waiter lines of its fields, each with a thread name, a waitTime of digits (and a
+    fraction) and no ``%`` escape in the fields read. Declined, for ``parse_waiters``: any
+    other output (another HEADER or a second one, a line of another section, a field count
+    not the HEADER's, a line it quarantines)."""
+    col = {name: k for k, name in enumerate(_WAITER_FIELDS) if name}
+    part = pl.col("line").str.split(":")
+    lines = plain_lines(env).with_columns(part.alias("__p"))
+    field = {name: pl.col("__p").list.get(col[name], null_on_oob=True)
+             for name in ("threadName", "waitTime", "condVarReason", "auxReason")}
+    head = pl.col("__first")
+    ok = pl.when(head).then(pl.col("line") == WAITERS_HEADER).otherwise(
+        (pl.col("__p").list.len() == len(_WAITER_FIELDS))
+        & (pl.col("__p").list.get(0, null_on_oob=True) == "mmdiag")
+        & (pl.col("__p").list.get(1, null_on_oob=True) == "waiters")
+        & (pl.col("__p").list.get(2, null_on_oob=True) != "HEADER")
+        & (field["threadName"].str.strip_chars() != "")
+        & field["waitTime"].str.contains(_WAIT_TIME)
+        & ~pl.any_horizontal(f.str.contains("%", literal=True) for f in field.values()))
+    good, declined = read_whole(env, lines, ok)
+    if not good.height:
+        return {}, declined
+    thread = field["threadName"].str.strip_chars()
+    nsd = (thread == "NSDThread") & (field["auxReason"] + " " + field["condVarReason"]) \
+        .str.contains(r"\bfor I/O completion\b")
+    waits = good.filter(~head).select("__env", (thread == "RebuildWorkThread").alias("rebuild"),
+                                      pl.when(nsd).then(field["waitTime"].cast(pl.Float64))
+                                      .alias("nsd"))
+    per = (good.filter(head).select("__env", "__k")
+           .join(waits.group_by("__env").agg(pl.col("rebuild").any(), pl.col("nsd").count(),
+                                             pl.col("nsd").max().alias("peak")),
+                 on="__env", how="left", maintain_order="left")
+           .join(env.select("__env", pl.col("node").alias("target")), on="__env",
+                 maintain_order="left"))
+    wide = per.select(
+        "__env", "target",
+        pl.col("rebuild").fill_null(False).cast(pl.Float64).alias("background_active.rebuild"),
+        pl.col("nsd").fill_null(0).cast(pl.Float64).alias("queue_depth.disk"),
+        (pl.col("peak") * 1000).alias("write_latency_max_ms"))
+    metrics = ["background_active.rebuild", "queue_depth.disk", "write_latency_max_ms"]
+    rows = row_major(wide, ["__env", "target"], metrics, metrics).with_columns(
+        pl.lit(DEFAULT_POOL).alias("pool"))
+    return {"pool_metrics": row_targets(rows)}, declined

@@ -1,0 +1,278 @@
+"""The pool readers' bulk parsers give exactly what their reference parsers give.
+
+``lctl get_param`` dumps (``lustre.parse_lctl_bulk``), ``daos_metrics -C`` CSV
+(``daos.parse_daos_metrics_bulk``), ``bdev_get_iostat`` JSON (``spdk.parse_iostat_bulk``),
+``mmpmon -p fs_io_s`` (``storage_scale.parse_mmpmon_bulk``) and ``mmdiag --waiters -Y``
+(``storage_scale.parse_waiters_bulk``), read in bulk, give the rows, rejects and notes of
+the one-at-a-time parse, to the bit: as envelopes (with a ``source`` and without one: the
+format recognised first), as bare files under ``pool/<server>/`` (``read_tool_file``) and as
+many bare files at once (``read_tool_files``). Inputs: what the simulator writes for each
+``--pool-format``, the genuine samples under ``tests/fixtures/real/pool_telemetry``, and
+variants of them (lines dropped, repeated or moved; numbers replaced by odd ones; blanks,
+tabs, other parameters and commands put in).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.bulk_oracle import BULK_EXAMPLES, assert_bulk_matches_one_by_one, assert_same_parse
+
+from ckptwatch.simulate.scenario import simulate
+from ckptwatch.sources import load_all
+from ckptwatch.sources.base import BULK_PARSERS, JSON_BULK_PARSERS, Parsed
+from ckptwatch.sources.envelope import ToolFile, read_tool_file, read_tool_files
+
+load_all()
+POOL = Path(__file__).parents[1] / "fixtures" / "real" / "pool_telemetry"
+TS = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+#: The source of each bulk parser tested, by the simulator's pool format.
+SOURCES = {"lustre": "lctl", "daos": "daos-metrics", "spdk": "spdk-iostat",
+           "gpfs": "mmdiag-waiters"}
+
+
+@pytest.fixture(scope="module")
+def pool_days(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A short day of each pool format (2.5 h: one server's statistics are cleared)."""
+    days = {}
+    for fmt in SOURCES:
+        root = tmp_path_factory.mktemp(fmt)
+        simulate(root, 5, 8, 2.5, pool_format=fmt, omit=("smart", "fabric", "ocp"))
+        days[fmt] = root
+    return days
+
+
+def counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
+    """Per source, [envelopes given to its bulk parser, declined by it]."""
+    counts: dict[str, list[int]] = {}
+    for registry in (BULK_PARSERS, JSON_BULK_PARSERS):
+        for source, parse in list(registry.items()):
+            def counted(*args: Any, _parse: Any = parse, _source: str = source) -> Any:
+                rows, no = _parse(*args)
+                tally = counts.setdefault(_source, [0, 0])
+                tally[0] += args[0].height
+                tally[1] += no.len()
+                return rows, no
+            monkeypatch.setitem(registry, source, counted)
+    return counts
+
+
+def bare_alone(text: str, name: str, node: str = "srv01") -> Parsed:
+    """``text`` as a bare file under ``pool/<node>/``, read in bulk and one at a time: the
+    same; the bulk reading."""
+    data = text.encode()
+    fast = read_tool_file(data, file_label=f"pool/{node}/{name}", node=node, ts=TS)
+    slow = read_tool_file(data, file_label=f"pool/{node}/{name}", node=node, ts=TS, bulk=False)
+    assert_same_parse(fast, slow)
+    return fast
+
+
+def envelopes(outputs: list[Any], source: str | None, node: str = "srv01") -> bytes:
+    lines = [json.dumps({"node": node, "collected_at": f"2026-11-28T00:{i % 60:02d}:00Z",
+                         **({"source": source} if source else {}), "output": out})
+             for i, out in enumerate(outputs)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+# -- what the simulator writes ----------------------------------------------------------------
+@pytest.mark.parametrize("fmt", list(SOURCES))
+def test_simulated_pool_files_are_read_in_bulk(fmt: str, pool_days: dict[str, Path],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = counting(monkeypatch)
+    root = pool_days[fmt]
+    tools = []
+    for path in sorted((root / "pool").rglob("*")):
+        if not path.is_file():
+            continue
+        if path.suffix == ".jsonl":  # envelopes naming no source: recognised, then bulk
+            out = assert_bulk_matches_one_by_one(path.read_bytes())
+            assert not out.rejects and out.rows("pool_metrics")
+        else:
+            tools.append(path)
+            out = bare_alone(path.read_text(), path.name, path.parent.name)
+            assert not out.rejects and out.rows("pool_metrics")
+    source = SOURCES[fmt] if fmt != "gpfs" else "mmdiag-waiters"
+    given, declined = counts[source]
+    assert given and not declined
+    if fmt == "gpfs":
+        assert counts["mmpmon"][0] and not counts["mmpmon"][1]
+    # many bare files at once: each gets what it gets alone
+    files = [ToolFile(p.read_bytes(), f"pool/{p.parent.name}/{p.name}", p.parent.name, TS)
+             for p in tools]
+    together = read_tool_files(files)
+    for f, got in zip(files, together, strict=True):
+        assert_same_parse(got, read_tool_file(f.data, file_label=f.label, node=f.node,
+                                              ts=f.ts, bulk=False))
+
+
+# -- genuine samples --------------------------------------------------------------------------
+LUSTRE = sorted((POOL / "lustrefs_exporter_ddn").glob("*.txt"))
+DAOS = sorted((POOL / "daos").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", LUSTRE, ids=lambda p: p.name)
+def test_real_lctl_dumps(path: Path) -> None:
+    text = path.read_text()
+    bare_alone(text, "lctl_get_param.txt", "oss01")
+    assert_bulk_matches_one_by_one(envelopes([text, text], "lctl"))
+    assert_bulk_matches_one_by_one(envelopes([text], None))
+
+
+@pytest.mark.parametrize("path", DAOS, ids=lambda p: p.name)
+@pytest.mark.parametrize("source", ["daos-metrics", None])
+def test_real_daos_outputs(path: Path, source: str | None) -> None:
+    text = path.read_text()
+    assert_bulk_matches_one_by_one(envelopes([text, text], source, node="daos01"))
+    bare_alone(text, "daos_metrics.txt", "daos01")
+
+
+def test_real_gpfs_and_spdk_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = counting(monkeypatch)
+    waiters = (POOL / "gpfs_exporter" / "mmdiag_waiters_stdout.txt").read_text()
+    mmpmon = (POOL / "gpfs_exporter" / "mmpmon_fs_io_s_stdout.txt").read_text()
+    iostat = json.loads((POOL / "spdk" / "bdev_get_iostat_example_response.json").read_text())
+    for source in ("mmdiag-waiters", None):  # (a line of another section: declined)
+        out = assert_bulk_matches_one_by_one(envelopes([waiters, waiters], source))
+        assert out.rows("pool_metrics") and out.rejects
+    clean = waiters.split(":foo:")[0].rsplit("\n", 1)[0]  # the genuine lines, not the bad
+    # ones the exporter's test puts after them
+    waited = assert_bulk_matches_one_by_one(envelopes([clean], None))
+    assert waited.rows("pool_metrics") == 3 and not waited.rejects
+    for source in ("mmpmon", None):
+        assert_bulk_matches_one_by_one(envelopes([mmpmon], source))
+    bare_alone(mmpmon, "mmpmon.txt", "node01")
+    for source in ("spdk-iostat", None):
+        out = assert_bulk_matches_one_by_one(envelopes([iostat, iostat["result"]], source))
+        assert out.rows("pool_metrics") == 2 * 2 * 4
+    assert counts["mmdiag-waiters"] == [5, 4] and counts["spdk-iostat"] == [4, 0]
+    assert waited.frames["pool_metrics"][0]["value"].to_list() == [1.0, 3.0, 0.0244 * 1000]
+    assert counts["mmpmon"][1] == 0
+
+
+# -- variants ---------------------------------------------------------------------------------
+_ODD_NUMBERS = ["", " ", "0", "-0", "-5", "007", "1.5", "1e3", "1E+308", "inf", "nan", "0x10",
+                "1_000", "+4", "9" * 16, "9" * 19, "9" * 400, "3,5", "١٢", "½", "1 2", "x"]
+_ODD_LINES = ["", "   ", "\t", "# a comment", "sudo daos_metrics -C -S 0", "garbage",
+              "name,value,min,max,mean,sample_size,sum,std_dev",
+              "memused=5969573401", "obdfilter.fs-OST0009.stats=",
+              "osd-ldiskfs.fs-OST0000.brw_stats=", "snapshot_time 12 secs.nsecs",
+              "snapshot_time             1795824036.5 secs.nsecs",
+              "write 3 samples [usecs] 1 2 3 4", "statfs 3 samples [reqs]",
+              "ID: 0/pool/p1/ops/pool_query,5", "ID: 1/io/latency/update/4KB/tgt_0,7,1,9,3.5,2,7,",
+              "ID: 0/sched/cycle_size/xs_9,", "mmdiag:waiters:0:1:::1:2:NSDThread:x:0.5:m::::::"
+              "for I/O completion:::", "mmdiag:waiters:HEADER:a:b:", "mmdiag:other:0:1",
+              "_io_s_ _n_ 1 _t_ 5", "_fs_io_s_ _n_ 1 _rc_ 1"]
+
+
+@st.composite
+def _variant(draw: st.DrawFn, text: str) -> str:
+    """``text`` with a few of its lines dropped, repeated, moved or replaced, numbers in them
+    replaced by odd ones, blanks changed."""
+    lines = text.split("\n")
+    for _ in range(draw(st.integers(1, 4))):
+        if not lines:
+            break
+        k = draw(st.integers(0, len(lines) - 1))
+        op = draw(st.sampled_from(["drop", "repeat", "move", "insert", "number", "number",
+                                   "blank"]))
+        if op == "drop":
+            del lines[k]
+        elif op == "repeat":
+            lines.insert(k, lines[k])
+        elif op == "move":
+            lines.insert(draw(st.integers(0, len(lines) - 1)), lines.pop(k))
+        elif op == "insert":
+            lines.insert(k, draw(st.sampled_from(_ODD_LINES)))
+        elif op == "number":
+            numbers = list(re.finditer(r"-?[0-9]+(?:\.[0-9]+)?", lines[k]))
+            if numbers:
+                m = numbers[draw(st.integers(0, len(numbers) - 1))]
+                number = draw(st.one_of(  # an odd one, or another of the same kind
+                    st.sampled_from(_ODD_NUMBERS), st.integers(0, 10**18).map(str),
+                    st.integers(0, 10**6).map(str),
+                    st.floats(0, 1e9, allow_nan=False).map(repr)))
+                lines[k] = lines[k][:m.start()] + number + lines[k][m.end():]
+        else:
+            lines[k] = draw(st.sampled_from(["  ", "\t", ""])) + lines[k].replace(
+                " ", draw(st.sampled_from([" ", "  ", "\t"])), draw(st.integers(0, 2)))
+    return "\n".join(lines)
+
+
+def _sample(pool_days: dict[str, Path], fmt: str) -> list[str]:
+    """A few outputs of the simulated day of ``fmt`` (text; SPDK's as JSON text)."""
+    root = pool_days[fmt]
+    out: list[str] = []
+    for path in sorted((root / "pool").rglob("*")):
+        if path.suffix == ".jsonl":
+            docs = [json.loads(line) for line in path.read_text().splitlines()[:40:7]]
+            out += [d["output"] if isinstance(d["output"], str) else json.dumps(d["output"])
+                    for d in docs]
+        elif path.is_file():
+            out.append("\n".join(path.read_text().split("\n")[:60]))
+    return out[:12]
+
+
+@pytest.mark.parametrize("fmt", list(SOURCES))
+def test_variants_read_in_bulk_as_one_by_one(fmt: str, pool_days: dict[str, Path]) -> None:
+    samples = _sample(pool_days, fmt) + {
+        "lustre": [p.read_text() for p in LUSTRE[:2]], "daos": [p.read_text() for p in DAOS],
+        "spdk": [(POOL / "spdk" / "bdev_get_iostat_example_response.json").read_text()],
+        "gpfs": [(POOL / "gpfs_exporter" / n).read_text()
+                 for n in ("mmdiag_waiters_stdout.txt", "mmpmon_fs_io_s_stdout.txt")]}[fmt]
+
+    @settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        texts = [data.draw(_variant(data.draw(st.sampled_from(samples))))
+                 for _ in range(data.draw(st.integers(1, 3)))]
+        if fmt == "spdk":
+            outputs: list[Any] = []
+            for text in texts:
+                try:
+                    outputs.append(json.loads(text))
+                except ValueError:
+                    outputs.append(text)
+            assert_bulk_matches_one_by_one(envelopes(outputs, None))
+            return
+        source = data.draw(st.sampled_from([SOURCES[fmt], "mmpmon", None] if fmt == "gpfs"
+                                           else [SOURCES[fmt], None]))
+        assert_bulk_matches_one_by_one(envelopes(texts, source))
+        files = [ToolFile(t.encode(), f"pool/srv{k}/out.txt", f"srv{k}", TS)
+                 for k, t in enumerate(texts)]
+        for f, got in zip(files, read_tool_files(files), strict=True):
+            assert_same_parse(got, read_tool_file(f.data, file_label=f.label, node=f.node,
+                                                  ts=f.ts, bulk=False))
+            assert_same_parse(got, read_tool_file(f.data, file_label=f.label, node=f.node,
+                                                  ts=f.ts))
+
+    check()
+
+
+_SPDK_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**64 + 5),
+                         st.integers(0, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+                         st.floats(0, 1e12), st.text(max_size=5), st.just("12"))
+
+
+@settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.dictionaries(
+           st.sampled_from(["bytes_written", "num_write_ops", "write_latency_ticks",
+                            "max_write_latency_ticks", "queue_depth_polling_period",
+                            "queue_depth", "name"]), _SPDK_VALUES, max_size=7),
+           min_size=1, max_size=3),
+       st.one_of(st.integers(-2, 2**54), st.floats(0, 1e10), st.just(2_200_000_000)),
+       st.booleans())
+def test_iostat_odd_values_read_in_bulk_as_one_by_one(bdevs: list[dict[str, Any]], rate: Any,
+                                                      wrapped: bool) -> None:
+    base = {"name": "Nvme0n1", "bytes_written": 10, "num_write_ops": 2,
+            "write_latency_ticks": 2_200_000, "queue_depth_polling_period": 10,
+            "queue_depth": 3}
+    result = {"tick_rate": rate, "bdevs": [base | b for b in bdevs]}
+    output = {"jsonrpc": "2.0", "id": 1, "result": result} if wrapped else result
+    assert_bulk_matches_one_by_one(envelopes([output, output], "spdk-iostat"))
