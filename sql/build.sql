@@ -32,6 +32,7 @@
 .read sql/intermediate/int_lake_table_rows.sql
 .read sql/intermediate/int_node_leaves.sql
 .read sql/intermediate/int_pool_interval_means.sql
+.read sql/intermediate/int_pool_rank_writes.sql
 .read sql/intermediate/int_signal_catalog.sql
 .read sql/intermediate/int_window_samples.sql
 .read sql/intermediate/int_pool_jobs.sql
@@ -56,5 +57,6 @@
 .read sql/marts/stall_ranks.sql
 .read sql/marts/checkpoint_ranks.sql
 .read sql/marts/pool_bursts.sql
+.read sql/marts/pool_job_schedules.sql
 .read sql/marts/stall_coverage.sql
 .read sql/marts/stall_signals.sql

@@ -1,9 +1,8 @@
 -- pool_demand: one row per (pool, second) in which checkpoint ranks wrote to a shared pool: the
 -- aggregate write demand the rank records put on it, who made it, and what the pool measured.
--- A rank's record writes its bytes at an even rate over (start_ts, end_ts]; the records of the
--- pool tier are summed per second on a common time base (each rank's share of each second it
--- spans; never by equal timestamps). The pool of a record is the pool its (first) target
--- belongs to in the pool telemetry, else 'pool' (one shared pool, unnamed).
+-- A rank's record writes its bytes at an even rate over (start_ts, end_ts] (int_pool_rank_writes,
+-- with the pool of its first target); the records are summed per second on a common time base
+-- (each rank's share of each second it spans; never by equal timestamps).
 -- demand_bps: bytes the ranks wrote in that second (= bytes/s); n_ranks: ranks writing in it;
 -- n_jobs and jobs (job_id, bytes, share of the second's bytes, stalled: a stalled checkpoint
 -- of the job was being written then), most first; n_stalled_jobs of them.
@@ -18,34 +17,14 @@
 -- throughput it reached while healthy) or 'records' (the 99th percentile of demand_bps: what
 -- the ranks reached), whichever is higher (the pool took at least what the ranks wrote). An
 -- estimate is the most the pool was seen to take, so its busiest seconds sit near 1 by
--- construction: configure the bandwidth to judge saturation against the pool's real limit. utilisation = demand_bps / capacity_bps; is_saturated: at or above
--- saturation_utilisation (sql/session.sql) of it.
+-- construction: configure the bandwidth to judge saturation against the pool's real limit.
+-- utilisation = demand_bps / capacity_bps; is_saturated: at or above saturation_utilisation
+-- (sql/session.sql) of it.
 -- Contract: pool_demand.contract.yml.
 create or replace view pool_demand as
 with
-writes as (
-    select * from stg_checkpoint_writes
-    where tier = 'pool' and duration_s > 0 and bytes > 0
-),
-
-target_pools as (
-    select
-        target,
-        min(pool) as pool,
-    from stg_pool_metrics
-    group by target
-),
-
--- Each rank's even write rate over its interval, in the pool of its first target.
 rank_rates as (
-    select
-        coalesce(target_pools.pool, 'pool') as pool,
-        writes.job_id,
-        writes.start_ts,
-        writes.end_ts,
-        writes.bytes / writes.duration_s as rate_bps,
-    from writes
-    left join target_pools on target_pools.target = split_part(writes.target, ',', 1)
+    select * from int_pool_rank_writes
 ),
 
 -- A job's write rate on a pool as a step function: +rate at each start, -rate at each end.

@@ -30,6 +30,7 @@ from ckptwatch.planning.measure import (
 )
 from ckptwatch.planning.model import PARAMETERS, PRICE_FIELDS, STRATEGIES, PlanInputs
 from ckptwatch.planning.sweep import Plan, make_plan
+from ckptwatch.settings import default_lake
 
 _DESCRIPTION = """\
 Compare checkpoint strategies by expected lost work, not dollars per terabyte: node-local NVMe
@@ -79,7 +80,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "plan", help="planning model: lost work, optimal interval, local vs pool, flip point",
         description=_DESCRIPTION, epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        # `plan stagger --pool P` must reach the stagger action, not be read as an
+        # abbreviation of plan's --pool-* flags
+        allow_abbrev=False)
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="YAML or TOML file of inputs (keys as the flags, with underscores)")
     model = p.add_argument_group("model inputs (override --config and --from-lake)")
@@ -131,6 +135,71 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="with --sweep: overhead vs the parameter per strategy; with --sweep2: "
                    "the map of the best strategy (.png or .svg)")
     p.set_defaults(func=run)
+    actions = p.add_subparsers(dest="plan_action", metavar="ACTION", required=False)
+    s = actions.add_parser(
+        "stagger", help="phase offsets that spread jobs' checkpoint bursts on a shared pool",
+        description="From each pool job's measured checkpoint interval, write window and bytes "
+        "(pool_job_schedules), the delays to its checkpoint phase that lower the pool's peak "
+        "write demand, the peak before and after against the pool's bandwidth ([pool] "
+        "write_bandwidth_gbs, else estimated), and each job's barrier p99 predicted by fluid "
+        "sharing of the bandwidth before and after; where the staggered peak is still above "
+        "the bandwidth, the jobs whose frequent snapshots belong on node-local drives "
+        "(docs/bursts.md).")
+    s.add_argument("--lake", type=Path, default=default_lake(),
+                   help="lake directory (default: %(default)s; env CKPTWATCH_LAKE)")
+    s.add_argument("--pool", metavar="POOL", help="only this pool")
+    s.add_argument("--format", choices=("table", "json", "config"), default="table",
+                   help="table (default), json, or config: TOML a scheduler can read")
+    s.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="config file for [pool] write_bandwidth_gbs (default: "
+                   "$CKPTWATCH_CONFIG, else none)")
+    s.set_defaults(func=run_stagger)
+
+
+def run_stagger(args: argparse.Namespace) -> int:
+    """Print the stagger plan of each pool (exit 0; a pool without two jobs has none)."""
+    import polars as pl
+
+    from ckptwatch.cli._render import render_table
+    from ckptwatch.planning.stagger import config_snippet
+    from ckptwatch.planning.stagger_lake import stagger_plans
+    from ckptwatch.safetext import escape_controls
+    from ckptwatch.settings import load_settings
+
+    plans = stagger_plans(args.lake, load_settings(args.config), pool=args.pool)
+    if args.format == "json":
+        print(json.dumps([p.to_dict() for p in plans]))
+        return 0
+    if args.format == "config":
+        sys.stdout.write(config_snippet(plans))
+        return 0
+    if not plans:
+        where = f"pool {args.pool}" if args.pool else "any pool"
+        print(escape_controls(f"no job checkpoints to {where} in {args.lake} twice or more: "
+                              "nothing to stagger"))
+        return 0
+    gb = 1e9
+    for plan in plans:
+        print(escape_controls(
+            f"{plan.pool}: peak demand {plan.peak_before_bps / gb:.2f} GB/s today -> "
+            f"{plan.peak_after_bps / gb:.2f} GB/s staggered, against "
+            f"{plan.capacity_bps / gb:.2f} GB/s ({plan.capacity_source}) over a "
+            f"{plan.horizon_s / 3600:.1f} h horizon"))
+        rows = pl.DataFrame([{
+            "job": a.job_id, "interval_s": a.interval_s, "write_s": a.duration_s,
+            "GB": a.bytes / gb, "GB/s": a.rate_bps / gb, "advice": a.advice,
+            "p99_s": a.barrier_p99_s, "p99_before_s": a.predicted_p99_before_s,
+            "p99_after_s": a.predicted_p99_after_s} for a in plan.jobs])
+        print(render_table(rows))
+        if plan.to_local:
+            print(escape_controls(
+                f"  staggered, the pool still peaks above its bandwidth: move the frequent "
+                f"snapshots of {', '.join(plan.to_local)} to node-local drives (tiering), or "
+                f"give the pool {plan.needed_bps / gb:.2f} GB/s"))
+    print("(p99_s: measured barrier p99; before / after: predicted by fluid sharing of the "
+          "bandwidth with today's phases and with the advice; --format config for a "
+          "scheduler)")
+    return 0
 
 
 def _build(args: argparse.Namespace) -> tuple[PlanInputs, LakeMeasurement | None,
