@@ -154,7 +154,7 @@ def fluid_slowdowns(jobs: list[JobSchedule], phases: list[float], capacity_bps: 
         demand = float(rates[active].sum())
         scale = min(1.0, capacity_bps / demand) if demand > 0 else 1.0
         written = rates * scale * dt
-        for i in np.nonzero(active)[0]:
+        for i in (int(k) for k in np.nonzero(active)[0]):
             if written[i] >= remaining[i]:
                 done = t + remaining[i] / (rates[i] * scale)
                 out[i].append(max(1.0, (done - began[i]) / jobs[i].duration_s))
