@@ -170,3 +170,31 @@ def test_state_of_the_old_single_alert_migrates_without_resending(tmp_path: Path
     done = evaluate(history(), JOBS, SETTINGS, ev.state, now=NOW, inflight={})
     assert [(a["fingerprint"], a["status"]) for a in done.due] == [
         (fingerprint(new_inflight), "resolved"), (fingerprint(old_inflight), "resolved")]
+
+
+def test_an_open_pool_checkpoint_names_the_others_in_flight_on_the_pool() -> None:
+    from ckptwatch.alerts.inflight import OpenCheckpoint, assess_inflight
+
+    now_s = NOW.timestamp()
+
+    def ck(job: str, tier: str, step: int, age: float, n_open: int) -> OpenCheckpoint:
+        return OpenCheckpoint(job, tier, step, now_s - age, n_open + 2, 2,
+                              tuple(OpenRank(r, f"n{r}") for r in range(n_open)))
+
+    found = assess_inflight(
+        [ck("j", "pool", 9, 43, 2), ck("job-B", "pool", 300, 130, 512),
+         ck("job-B", "pool", 301, 10, 4), ck("job-C", "pool", 12, 20, 1),
+         ck("job-D", "local", 5, 50, 3)],
+        {"j": 60.0, "job-B": 600.0}, {}, SETTINGS, now_s=now_s)
+    # each other job's open pool checkpoints, longest open first; a local job is not on the pool
+    assert found[("j", "pool")].also_in_flight == (
+        "job-B step 300 (512 ranks open, 130 s)", "job-C step 12 (1 rank open, 20 s)",
+        "job-B step 301 (4 ranks open, 10 s)")
+    assert found[("job-D", "local")].also_in_flight == ()
+    (alert,) = evaluate(history(), JOBS, SETTINGS, now=NOW,
+                        inflight={("j", "pool"): found[("j", "pool")]}).due
+    ann = alert["annotations"]
+    assert ann["also_in_flight"].startswith("job-B step 300 (512 ranks open, 130 s); job-C")
+    assert ann["summary"].endswith(
+        "Also in flight on the pool: job-B step 300 (512 ranks open, 130 s); job-C step 12 "
+        "(1 rank open, 20 s); job-B step 301 (4 ranks open, 10 s).")

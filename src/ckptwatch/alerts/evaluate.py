@@ -209,6 +209,12 @@ def _inflight_annotations(f: InFlight, h: JobHeadroom | None, ctx: _Context,
     }
     if f.evidence:
         ann["evidence"] = f.evidence
+    if f.also_in_flight:
+        ann["also_in_flight"] = "; ".join(f.also_in_flight)
+        ann["summary"] = (f"{ann['summary'].rstrip()} Also in flight on the pool: "
+                          f"{'; '.join(f.also_in_flight[:3])}"
+                          + (f" (+{len(f.also_in_flight) - 3} more)"
+                             if len(f.also_in_flight) > 3 else "") + ".")
     if h is not None:
         ann["tail"] = (f"{h.tail_s:.1f} s ({h.tail_stat} of the last {h.n_checkpoints} "
                        "completed checkpoints)")

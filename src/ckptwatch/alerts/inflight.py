@@ -22,6 +22,8 @@ from ckptwatch.settings import AlertSettings
 
 #: Open ranks an alert names one by one; the rest are counted.
 SHOWN_RANKS = 8
+#: The shared tier: its open checkpoints of several jobs share the pool's bandwidth.
+POOL_TIER = "pool"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,10 @@ class InFlight:
     evidence: str | None = None
     #: The open checkpoint's newest record (a start marker or a rank's end; None: its start).
     last_record_at: datetime | None = None
+    #: The other jobs' checkpoints open on the pool tier at the same time (a pool checkpoint
+    #: only): "job-B step 300 (512 ranks open, 130 s)", longest open first. Their bursts
+    #: share the pool's bandwidth (docs/bursts.md).
+    also_in_flight: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -153,5 +159,22 @@ def assess_inflight(open_checkpoints: Sequence[OpenCheckpoint], timeouts: dict[s
             critical_s=None if lv is None else lv.critical_s,
             n_started=ck.n_started, n_finished=ck.n_finished, n_expected=n_ranks.get(ck.job_id),
             open_ranks=tuple(sorted(ck.open_ranks, key=lambda r: r.rank)),
-            last_record_at=None if ck.last_record_s is None else from_epoch(ck.last_record_s))
+            last_record_at=None if ck.last_record_s is None else from_epoch(ck.last_record_s),
+            also_in_flight=_also_in_flight(ck, open_checkpoints, now_s))
     return out
+
+
+def _also_in_flight(ck: OpenCheckpoint, open_checkpoints: Sequence[OpenCheckpoint],
+                    now_s: float) -> tuple[str, ...]:
+    """The other jobs' open pool checkpoints beside ``ck`` (a pool one), longest open first."""
+    if ck.tier != POOL_TIER:
+        return ()
+    others = sorted((o for o in open_checkpoints
+                     if o.tier == POOL_TIER and o.job_id != ck.job_id and o.open_ranks),
+                    key=lambda o: (o.first_start_s, o.job_id, o.step))
+    out = []
+    for o in others:
+        n = len(o.open_ranks)
+        out.append(f"{o.job_id} step {o.step} ({n} rank{'s' if n != 1 else ''} open, "
+                   f"{max(now_s - o.first_start_s, 0.0):.0f} s)")
+    return tuple(out)
