@@ -74,8 +74,8 @@ bursts as (
         any_value(capacity_source) as capacity_source,
         max(utilisation) as peak_utilisation,
         count(*) filter (where is_saturated) as saturated_s,
-        count(*) filter (where n_stalled_jobs > 0) as stalled_s,
-        count(*) filter (where n_stalled_jobs > 0 and is_saturated) as stalled_saturated_s,
+        count(*) filter (where is_stalled) as stalled_s,
+        count(*) filter (where is_stalled_saturated) as stalled_saturated_s,
     from numbered
     group by pool, burst_no
 ),

@@ -221,4 +221,10 @@ final as (
     inner join capacities using (pool)
 )
 
-select * from final;
+-- is_stalled: a stalled checkpoint was being written in the second; is_stalled_saturated:
+-- and the second was saturated (the seconds pool_bursts and the daily report count).
+select
+    *,
+    n_stalled_jobs > 0 as is_stalled,
+    n_stalled_jobs > 0 and is_saturated as is_stalled_saturated,
+from final;

@@ -43,8 +43,8 @@ days as (
         any_value(capacity_source) as capacity_source,
         max(utilisation) as peak_utilisation,
         count(*) filter (where is_saturated) as saturated_s,
-        count(*) filter (where n_stalled_jobs > 0) as stalled_s,
-        count(*) filter (where n_stalled_jobs > 0 and is_saturated) as stalled_saturated_s,
+        count(*) filter (where is_stalled) as stalled_s,
+        count(*) filter (where is_stalled_saturated) as stalled_saturated_s,
     from demand
     group by pool, day
 )
@@ -87,7 +87,7 @@ select
     max(n_jobs) as peak_jobs,
     any_value(capacity_bps) as capacity_bps,
     bool_or(is_saturated) as saturated,
-    bool_or(n_stalled_jobs > 0) as stalled,
+    bool_or(is_stalled) as stalled,
 from pool_demand
 where second_ts >= $t0 and second_ts < $t1
 group by pool, minute
