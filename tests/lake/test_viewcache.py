@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -239,3 +240,16 @@ def test_a_copy_that_fails_leaves_the_connection_as_it_was(
     assert viewcache.objects(clash) == state
     assert not viewcache.load(duckdb.connect(), "no-such-key")
     assert sorted(os.listdir(tmp_path)) == ["key.duckdb"]
+
+
+def test_old_files_and_the_least_used_beyond_the_cap_are_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(viewcache, "MAX_FILES", 2)
+    now = time.time()
+    ages = {"old.duckdb": viewcache.MAX_AGE_S + 60, "crashed.x.tmp": viewcache.MAX_AGE_S + 60,
+            "a.duckdb": 30, "b.duckdb": 20, "c.duckdb": 10, "other.txt": viewcache.MAX_AGE_S * 2}
+    for name, age in ages.items():
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, (now - age, now - age))
+    viewcache._prune(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["b.duckdb", "c.duckdb", "other.txt"]

@@ -28,7 +28,7 @@ database file, an object the files would replace), it builds its views as before
 The files live in ``<temp dir>/ckptwatch-views-<uid>`` (mode 0700; not used if another user
 owns it or may write to it), each written under a temporary name and renamed into place, so
 that processes and threads building the same views at once each read a whole file. Files
-unused for a week are removed.
+unused for a week, and the least recently used beyond 256, are removed.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ CACHE_FORMAT = "1"
 ALIAS = "ckptwatch_view_cache"
 #: A cache file unused this long is removed (when another is written).
 MAX_AGE_S = 7 * 24 * 3600
+#: At most this many cache files are kept (some 0.3 MB each; a test run makes about 100).
+MAX_FILES = 256
 #: A file in use is touched at most this often (its age is since its last use).
 TOUCH_AFTER_S = 3600
 
@@ -233,11 +235,20 @@ def save(con: duckdb.DuckDBPyConnection, cache_key: str, before: frozenset[Objec
 
 
 def _prune(directory: Path) -> None:
-    """Remove the cache files unused for :data:`MAX_AGE_S` (and temporary ones as old)."""
+    """Remove the cache files unused for :data:`MAX_AGE_S` (and temporary ones as old), then
+    the least recently used beyond :data:`MAX_FILES`."""
     cutoff = time.time() - MAX_AGE_S
+    kept: list[tuple[float, str]] = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory):
             with contextlib.suppress(OSError):
-                if entry.name.endswith((".duckdb", ".tmp", ".wal")) \
-                        and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                if not entry.name.endswith((".duckdb", ".tmp", ".wal")):
+                    continue
+                mtime = entry.stat(follow_symlinks=False).st_mtime
+                if mtime < cutoff:
                     os.unlink(entry.path)
+                elif entry.name.endswith(".duckdb"):
+                    kept.append((mtime, entry.path))
+    for _, path in sorted(kept)[:max(len(kept) - MAX_FILES, 0)]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
