@@ -1,6 +1,7 @@
 """A format's ``needs`` (``base.ToolFormat``) is never narrower than its detector: text a
 detector accepts holds one of its needed strings, so ``detect_tool`` names the same format
-with the test as without it.
+with the test as without it. (And ``textkv.first_lines``, which detectors look at, is
+``str.splitlines``' first lines.)
 
 Inputs: every text file under ``tests/fixtures/real``, what the simulator writes for each
 pool format, the tool outputs the renderers make, and text generated from their lines
@@ -13,14 +14,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckptwatch.simulate.scenario import simulate
 from ckptwatch.sources import load_all
-from ckptwatch.sources.base import INPUT_ERRORS, TOOL_FORMATS, detect_tool, possible_formats
+from ckptwatch.sources.base import INPUT_ERRORS, TOOL_FORMATS, detect_tool
+from ckptwatch.sources.textkv import first_lines
 
 load_all()
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
@@ -118,33 +119,13 @@ def test_detect_tool_is_the_same_with_and_without_needs(lines: list[str], end: s
             assert any(part in text for part in fmt.needs), (fmt.source, text[:200])
 
 
-def _lines(outputs: list[str], how: str) -> list[str]:
-    """Envelope lines of ``outputs``, written as JSON encoders write them: ``ascii`` escapes
-    every non-ASCII character (``\\u``), ``slash`` every ``/`` (``\\/``), ``plain`` neither."""
-    lines = []
-    for out in outputs:
-        line = json.dumps({"node": "n1", "collected_at": "2026-11-28T00:00:00Z",
-                           "output": out}, ensure_ascii=how == "ascii")
-        lines.append(line.replace("/", "\\/") if how == "slash" else line)
-    return lines
+
+_CHUNKS = ["a", "b c", "\n", "\r", "\r\n", "\x0b", "\x1c", "\x85", "\u2028", "x" * 700,
+           "y" * 4093]
 
 
-def test_possible_formats_hold_every_output_a_detector_accepts(pool_texts: list[str]) -> None:
-    outputs = [o for t in _texts() for o in _outputs(t)] + pool_texts
-    for how in ("plain", "ascii", "slash"):
-        bits = possible_formats(pl.Series(_lines(outputs, how), dtype=pl.String))
-        assert bits is not None
-        for output, possible in zip(outputs, bits, strict=True):
-            assert detect_tool(output, possible) == detect_tool(output) == _every_detector(
-                output)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.lists(st.one_of(st.sampled_from(_LINES), st.text(max_size=40)),
-                         max_size=8).map("\n".join), min_size=1, max_size=5),
-       st.sampled_from(["plain", "ascii", "slash"]))
-def test_possible_formats_never_narrower_than_needs(outputs: list[str], how: str) -> None:
-    bits = possible_formats(pl.Series(_lines(outputs, how), dtype=pl.String))
-    assert bits is not None
-    for output, possible in zip(outputs, bits, strict=True):
-        assert detect_tool(output, possible) == _every_detector(output)
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_CHUNKS), max_size=120), st.integers(0, 60))
+def test_first_lines_are_splitlines_first_lines(chunks: list[str], n: int) -> None:
+    text = "".join(chunks)
+    assert first_lines(text, n) == text.splitlines()[:n]

@@ -273,31 +273,6 @@ def register_tool(source: str, detect: Detector, needs: tuple[str, ...] | None =
     return wrap
 
 
-def possible_formats(lines: pl.Series) -> list[int] | None:
-    """Per JSON Lines line: the registered formats (a bit each, in the order of registration:
-    ``detect_tool``'s ``possible``) whose ``needs`` the line holds, or that have none. A text
-    output holding a needed string holds it in its line as JSON writes it (``"``, ``\\``
-    and control characters as ``\\"``, ``\\\\``, ``\\t``, …), unless the line writes a
-    character of it as a ``\\u`` escape (or ``/`` as ``\\/``): such a line has every bit
-    set. One scan of all the lines per format: a few milliseconds, where each output looked
-    through for each format's strings in turn costs ~7 us (an mmdiag output, its format the
-    last registered). None: more formats than bits."""
-    formats = list(TOOL_FORMATS.values())
-    if len(formats) > 62:
-        return None
-    line = pl.col("line")
-    any_bits = [pl.lit(1 << k) if fmt.needs is None else pl.lit(0) if not fmt.needs
-                else pl.when(line.str.contains_any(
-                    [json.dumps(part, ensure_ascii=False)[1:-1] for part in fmt.needs]))
-                .then(1 << k).otherwise(0)
-                for k, fmt in enumerate(formats)]
-    every = (1 << len(formats)) - 1
-    escaped = line.str.contains("\\u", literal=True) | line.str.contains("\\/", literal=True)
-    return pl.DataFrame({"line": lines}).select(
-        pl.when(escaped).then(every).otherwise(pl.sum_horizontal(any_bits)).cast(pl.Int64)
-    ).to_series().fill_null(every).to_list()
-
-
 #: A bulk parser of one text format: a frame of envelopes whose ``source`` is that format, one
 #: row each (``__env``: the envelope's id; ``output``: its text; ``device``, ``port``: the
 #: envelope's, null when absent) -> (``{table: rows}``, the ids it declined). Each rows frame
@@ -376,23 +351,9 @@ def int_text_as_float(text: pl.Expr) -> pl.Expr:
     return pl.when(value == 0.0).then(pl.lit(0.0)).otherwise(value)
 
 
-def detect_tool(output: Any, possible: int | None = None) -> str | None:
+def detect_tool(output: Any) -> str | None:
     """Name of the registered format that recognises ``output``, or None (the first in the
-    order of registration; a detector whose ``needs`` text holds none of is passed over).
-    ``possible``: for text, the formats whose needs it may hold, a bit each in the order of
-    registration (``possible_formats``), instead of looking for them in it."""
-    if possible is not None and type(output) is str:
-        formats = list(TOOL_FORMATS.values())
-        while possible:  # the formats of the bits set, in order
-            low = possible & -possible
-            possible ^= low
-            fmt = formats[low.bit_length() - 1]
-            try:
-                if fmt.detect(output):
-                    return fmt.source
-            except INPUT_ERRORS:
-                continue
-        return None
+    order of registration; a detector whose ``needs`` text holds none of is passed over)."""
     text = output if type(output) is str else None
     for fmt in TOOL_FORMATS.values():
         if text is not None and fmt.needs is not None:

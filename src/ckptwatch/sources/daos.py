@@ -63,7 +63,7 @@ from ckptwatch.sources.pool_common import (
     pool_row,
     result,
 )
-from ckptwatch.sources.textkv import shorten
+from ckptwatch.sources.textkv import first_lines, shorten
 
 SOURCE = "daos-metrics"
 POOL_QUERY_SOURCE = "dmg-pool-query"
@@ -119,7 +119,7 @@ def detect(output: Any) -> bool:
     if not isinstance(output, str):
         return False
     return any(_is_csv_line(line) or _is_tree_line(line)
-               for line in output.splitlines()[:40] if line.strip())
+               for line in first_lines(output, 40) if line.strip())
 
 
 def _number(text: str) -> float | None:
@@ -371,48 +371,42 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
     other = lines.filter(~pl.col("__row")).filter(~(
         line.str.contains(_CSV_HEADER.pattern) | line.str.contains(_COMMAND.pattern)
         | line.str.starts_with("#")))
-    path = pl.col("path")
-    kind = pl.lit(None, dtype=pl.String)
-    for name, pattern, _ in reversed(_BULK_KINDS):
-        kind = pl.when(path.str.contains(pattern.pattern)).then(pl.lit(name)).otherwise(kind)
-    rows = (lines.filter("__row").select("__env", "__k", "engine", path.str.strip_chars(),
-                                         "rest")
-            .with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null()))
+    rows = lines.filter("__row").select("__env", "__k", "engine", pl.col("path").str.strip_chars(),
+                                        "rest")
+    # what each reading is (``daos_rows``' tests, in its order), worked out once per distinct
+    # path (a day's outputs repeat a few dozen), then joined to the rows
+    rows = rows.join(_bulk_readings(rows.select(pl.col("path").unique())), on="path",
+                     how="left", maintain_order="left").filter(pl.col("kind").is_not_null())
+    rows = rows.join(env.select("__env", "node"), on="__env", maintain_order="left")
+    rows = rows.with_columns((pl.col("node") + "/engine" + pl.col("engine") + pl.col("sub"))
+                             .alias("target")).drop("sub")
     rows = _bulk_numbers(rows, {"value": pl.col("rest").str.splitn(",", 2)
                                 .struct.field("field_0")})
     # a latency's stats: min, max, mean, samples, sum (all numbers, or none is read)
-    lat = rows.filter(pl.col("kind") == "latency").with_columns(
-        pl.col("rest").str.split(",").alias("__f"))
+    latency = pl.col("kind") == "latency"
+    lat = rows.filter(latency).with_columns(pl.col("rest").str.split(",").alias("__f"))
     lat = _bulk_numbers(lat, {f"__s{k}": pl.col("__f").list.get(k + 1, null_on_oob=True)
                               for k in range(5)})
-    lat = lat.select("__env", "__k", "engine", "path", *[f"__s{k}" for k in range(5)],
+    lat = lat.select("__env", "__k", "target", *[f"__s{k}" for k in range(5)],
                      pl.all_horizontal(f"__s{k}__ok" for k in range(5)).alias("__sok"),
                      (pl.col("__f").list.len() >= 6).alias("__slen"))
-    bad = pl.concat([other["__env"],
+    twice = rows.filter((pl.col("kind") == "pool_op")
+                        & pl.struct("__env", "pool", "target", "metric").is_duplicated())
+    bad = pl.concat([other["__env"], twice["__env"],
                      rows.filter(~pl.col("value__ok") | pl.col("value").is_null())["__env"],
                      lat.filter(~pl.col("__sok"))["__env"]]).unique()
-    node = env.select("__env", "node")
     keep = ~pl.col("__env").is_in(bad.implode())
-    rows = rows.filter(keep & (pl.col("kind") != "latency")).join(
-        node, on="__env", maintain_order="left")
-    lat = lat.filter(keep).join(node, on="__env", maintain_order="left")
-    host = pl.col("node") + "/engine" + pl.col("engine")
+    rows = rows.filter(keep & ~latency)
+    lat = lat.filter(keep)
+    # the rows' order: each envelope's in turn (``__env``), then ``daos_rows``' phases, then
+    # the first line of what the row sums up, then the row's place among its group's rows
     parts = []
     # in the readings' order: the scheduler cycles and the pool's targets
-    first = ("__env", pl.lit(0).alias("__phase"), pl.col("__k").alias("__first"),
-             pl.lit(0).alias("__j"))
-    parts.append(rows.filter(pl.col("kind") == "cycle").select(
-        *first, pl.lit(DEFAULT_POOL).alias("pool"),
-        (host + "/" + path.str.extract(r"(xs_[0-9]+)$")).alias("target"),
-        pl.when(path.str.contains(r"cycle_duration/xs_[0-9]+$")).then(pl.lit("queue_wait_ms"))
-        .otherwise(pl.lit("queue_depth")).alias("metric"), "value"))
-    parts.append(rows.filter(pl.col("kind") == "pool_target").select(
-        *first, path.str.extract(r"^pool/([^/]+)/").alias("pool"),
-        (host + "/" + path.str.extract(r"(tgt_[0-9]+)$")).alias("target"),
-        pl.when(path.str.contains(r"/ops/update/tgt_[0-9]+$")).then(pl.lit("write_ops"))
-        .otherwise(pl.lit("write_bytes")).alias("metric"), "value"))
+    parts.append(rows.filter(pl.col("kind").is_in(["cycle", "pool_target"])).select(
+        "__env", pl.lit(0).alias("__phase"), pl.col("__k").alias("__first"),
+        pl.lit(0).alias("__j"), "pool", "target", "metric", "value"))
     # then the RPCs in flight per engine, summed over its contexts
-    parts.append(rows.filter(pl.col("kind") == "rpcs").with_columns(host.alias("target"))
+    parts.append(rows.filter(pl.col("kind") == "rpcs")
                  .group_by("__env", "target", maintain_order=True)
                  .agg(pl.col("__k").first().alias("__first"),
                       _sequential_sum(pl.col("value")).alias("value"))
@@ -422,8 +416,7 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
     # then each target's update latency over its I/O sizes
     stat = pl.col("__slen") & pl.all_horizontal(pl.col(f"__s{k}").is_not_null()
                                                 for k in range(5))
-    lat = (lat.with_columns((host + "/" + path.str.extract(r"(tgt_[0-9]+)$")).alias("target"))
-           .group_by("__env", "target", maintain_order=True)
+    lat = (lat.group_by("__env", "target", maintain_order=True)
            .agg(pl.col("__k").first().alias("__first"), stat.any().alias("__any"),
                 _sequential_sum(pl.col("__s4").filter(stat)).alias("write_latency_us_total"),
                 _sequential_sum(pl.col("__s3").filter(stat)).alias("write_ops"),
@@ -439,14 +432,9 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
         pl.lit(DEFAULT_POOL).alias("pool"), "target", "metric", "value"))
     # then the pool service's operations per pool and engine, and their sum
     ops = rows.filter(pl.col("kind") == "pool_op").with_columns(
-        path.str.extract(r"^pool/([^/]+)/").alias("pool"), host.alias("target"),
-        path.str.extract(r"/ops/([^/]+)$").alias("op"))
-    twice = ops.filter(pl.struct("__env", "pool", "target", "op").is_duplicated())["__env"]
-    ops = ops.with_columns(pl.col("__k").first().over("__env", "pool", "target")
-                           .alias("__first"))
+        pl.col("__k").first().over("__env", "pool", "target").alias("__first"))
     parts.append(ops.select("__env", pl.lit(3).alias("__phase"), "__first",
-                            pl.col("__k").alias("__j"), "pool", "target",
-                            ("metadata_ops_total." + pl.col("op")).alias("metric"), "value"))
+                            pl.col("__k").alias("__j"), "pool", "target", "metric", "value"))
     parts.append(ops.group_by("__env", "pool", "target", maintain_order=True)
                  .agg(pl.col("__first").first(), _sequential_sum(pl.col("value")).alias("value"))
                  .select("__env", pl.lit(3).alias("__phase"), "__first",
@@ -454,12 +442,39 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
                          pl.lit("metadata_ops_total").alias("metric"), "value"))
     out = (pl.concat([p.with_columns(pl.col("__phase", "__first", "__j").cast(pl.Int64))
                       for p in parts])
-           .filter(~pl.col("__env").is_in(twice.implode()))
            .sort("__env", "__phase", "__first", "__j")
            .select("__env", pl.int_range(pl.len(), dtype=pl.Int64).over("__env").alias("__idx"),
                    "pool", "target", "metric", "value"))
     declined = env.filter(~pl.col("__env").is_in(out["__env"].implode()))["__env"]
     return {"pool_metrics": row_targets(out)}, declined
+
+
+def _bulk_readings(keys: pl.DataFrame) -> pl.DataFrame:
+    """Per distinct ``path`` of readings: what ``daos_rows`` makes of the reading (``kind``:
+    ``_BULK_KINDS``' name, null when none is read), and of a row in the readings' order or
+    in the sums its ``pool``, ``metric`` (an operation's: ``metadata_ops_total.<op>``) and
+    ``sub``, its target below the engine (``/xs_<n>``, ``/tgt_<n>``, or the engine)."""
+    path = pl.col("path")
+    kind = pl.lit(None, dtype=pl.String)
+    for name, pattern, _ in reversed(_BULK_KINDS):
+        kind = pl.when(path.str.contains(pattern.pattern)).then(pl.lit(name)).otherwise(kind)
+    keys = keys.with_columns(kind.alias("kind"))
+    kind = pl.col("kind")
+    return keys.with_columns(
+        pl.when(kind.is_in(["pool_target", "pool_op"])).then(path.str.extract(r"^pool/([^/]+)/"))
+        .otherwise(pl.lit(DEFAULT_POOL)).alias("pool"),
+        pl.when(kind == "cycle").then("/" + path.str.extract(r"(xs_[0-9]+)$"))
+        .when(kind.is_in(["latency", "pool_target"]))
+        .then("/" + path.str.extract(r"(tgt_[0-9]+)$"))
+        .otherwise(pl.lit("")).alias("sub"),
+        pl.when(kind == "cycle").then(
+            pl.when(path.str.contains(r"cycle_duration/xs_[0-9]+$")).then(pl.lit("queue_wait_ms"))
+            .otherwise(pl.lit("queue_depth")))
+        .when(kind == "pool_target").then(
+            pl.when(path.str.contains(r"/ops/update/tgt_[0-9]+$")).then(pl.lit("write_ops"))
+            .otherwise(pl.lit("write_bytes")))
+        .when(kind == "pool_op").then("metadata_ops_total." + path.str.extract(r"/ops/([^/]+)$"))
+        .alias("metric"))
 
 
 _POOL_HEAD = re.compile(r"^Pool\s+(?P<pool>[0-9a-fA-F-]{36}),\s*ntarget=")
@@ -472,7 +487,7 @@ def detect_pool_query(output: Any) -> bool:
     """``dmg pool query`` text: ``Pool <uuid>, ntarget=…``."""
     if not isinstance(output, str):
         return False
-    return any(_POOL_HEAD.match(line.strip()) for line in output.splitlines()[:10])
+    return any(_POOL_HEAD.match(line.strip()) for line in first_lines(output, 10))
 
 
 @register_tool(POOL_QUERY_SOURCE, detect_pool_query, needs=("ntarget=",))

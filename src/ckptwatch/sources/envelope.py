@@ -39,7 +39,6 @@ from ckptwatch.sources.base import (
     detect_tool,
     load_json,
     plain_json_strings,
-    possible_formats,
     read_json_line,
     safe_text,
 )
@@ -390,24 +389,12 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) 
     # lines with a \u escape (never set aside for a bulk parser: ``_Bulk.take``)
     escaped = texts.str.contains("\\u", literal=True).to_list() if texts is not None else []
     long_lines: list[bool] = []  # lines with a run of 19 digits: found when first asked
-    #: per line, the formats whose needed strings it holds (``base.possible_formats``):
-    #: found when first asked
-    possible: list[list[int] | None] = []
 
     def long_digits(k: int) -> bool:
         if not long_lines:
             assert texts is not None
             long_lines.extend(texts.str.contains(LONG_DIGITS))
         return long_lines[k]
-
-    def recognise(k: int, output: Any) -> str | None:
-        """``detect_tool(output)`` of line ``k`` (0-based)'s output."""
-        if texts is None or type(output) is not str:
-            return detect_tool(output)
-        if not possible:
-            possible.append(possible_formats(texts))
-        bits = possible[0]
-        return detect_tool(output, None if bits is None else bits[k])
 
     for i, line in enumerate(lines, start=1):
         if not line or line.isspace():  # blank (``not line.strip()``, without a copy)
@@ -431,7 +418,7 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) 
                 raise RecordError("envelope has no 'collected_at'")
             source, asked = env.get("source"), False
             if not source and bulk and not escaped[i - 1]:  # recognised first: a bulk parser
-                source, asked = recognise(i - 1, env["output"]), True  # of its format may read it
+                source, asked = detect_tool(env["output"]), True  # of its format may read it
             if bulk and not escaped[i - 1] and aside.take(base + i, env, node, source):
                 scan.taken += 1
                 if len(aside.rows) >= _BULK_CHUNK:  # parsed now: the objects held stay few

@@ -464,6 +464,10 @@ _BULK_BLOCKS = [("ost", _OST_STATS), ("md", _MD_STATS), ("service", _SERVICE)]
 #: A count read in bulk: at most 17 digits (exact in 64 bits, and so are their sums); a
 #: maximum, divided by 1000, at most 15 (exact as a float).
 _COUNT, _PEAK = r"^-?[0-9]{1,17}$", r"^-?[0-9]{1,15}$"
+#: A row's slot in its block (``__j``): the named counters' rows first, then three per
+#: operation (by its line's place in the block: a block of more lines is declined), then
+#: the sums.
+_PER_OP, _SUMS, _SLOTS = 1 << 5, 1 << 22, 1 << 23
 _BULK_TIME = (r"^(?P<key>snapshot_time|start_time|elapsed_time):?[ \t]+(?P<v>[0-9]+(?:\.[0-9]+)?)"
               r"(?:[ \t]+\(?secs\.[nu]secs\)?)?$")
 _BULK_STAT = (r"^(?P<op>[^ \t]+)[ \t]+(?P<n>[0-9]+)[ \t]+samples[ \t]+\[(?P<unit>[^\]]*)\]"
@@ -519,7 +523,10 @@ def parse_lctl_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Seri
             .select("__env", "__b", "__k", "kind", text.alias("text")))
     # ``_TIME`` and ``_STAT`` in ASCII classes (on plain text the same: its only blanks in a
     # line are spaces and tabs), the time lines found first: a capture is the slow part
-    is_time = pl.col("text").str.contains(_BULK_TIME)
+    is_time = pl.col("text").str.starts_with("snapshot_time") | pl.col("text").str.starts_with(
+        "start_time") | pl.col("text").str.starts_with("elapsed_time")
+    body = body.with_columns(is_time.alias("__time"))
+    is_time = pl.col("__time") & pl.col("text").str.contains(_BULK_TIME)
     times = body.filter(is_time).with_columns(
         pl.col("text").str.extract_groups(_BULK_TIME).alias("__t")).unnest("__t")
     stat_lines = body.filter(~is_time).with_columns(
@@ -581,19 +588,20 @@ def parse_lctl_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Seri
         per_op = ops.join(frame.select(*keys, "__k", "ts", "pool", "target"), on=keys,
                           maintain_order="left").with_columns(pl.col("max").cast(pl.Float64))
         per_op = divided(per_op, 1000, "max")
+        bad.append(per_op.filter(pl.col("__line") - pl.col("__k") >= (_SUMS - _PER_OP) // 3))
         names = ["metadata_ops_total", "metadata_latency_us_total", "metadata_latency_peak_ms"]
         for j, (name, value) in enumerate(zip(names, ("n", "sum", "max"), strict=True)):
             rows.append(per_op.select(
                 *keys, "__k", "ts", "pool", "target", (name + "." + pl.col("op")).alias("metric"),
                 pl.col(value).cast(pl.Float64).alias("value"),
-                ((1 << 40) + pl.col("__line") * 3 + j).alias("__j")))
+                (_PER_OP + (pl.col("__line") - pl.col("__k")) * 3 + j).alias("__j")))
         sums = ops.group_by(keys).agg(
             pl.col("n").sum().alias("metadata_ops_total"),
             pl.col("sum").sum().alias("metadata_latency_us_total"),
             pl.col("max").filter(pl.col("n") != 0).max().alias("metadata_latency_peak_ms"))
         add(frame.join(sums, on=keys, how="left", maintain_order="left").with_columns(
             pl.col("metadata_ops_total", "metadata_latency_us_total").fill_null(0)),
-            names, start=1 << 62)
+            names, start=_SUMS)
 
     ost = write(blocks.filter(pl.col("kind") == "ost"), "write").join(
         counter("write_bytes", write_bytes=pl.col("sum"), __wb=pl.lit(True)), on=keys,
@@ -625,11 +633,9 @@ def parse_lctl_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Seri
     metadata(md, stats.filter(~pl.col("op").is_in(sorted(DATA_OPS))).join(
         md.select(on), on=on, how="semi"))
     declined = pl.concat([f.select("__env") for f in bad]).to_series().unique()
-    out = (pl.concat([r.select(*keys, "__k", "__j", "ts", "pool", "target", "metric", "value")
-                      for r in rows])
+    out = (pl.concat([r.select("__env", (pl.col("__k") * _SLOTS + pl.col("__j")).alias("__idx"),
+                               "ts", "pool", "target", "metric", "value") for r in rows])
            .filter(~pl.col("__env").is_in(declined.implode()))
-           .sort("__env", "__k", "__j")
-           .select("__env", pl.int_range(pl.len(), dtype=pl.Int64).over("__env").alias("__idx"),
-                   "ts", "pool", "target", "metric", "value"))
+           .sort("__idx"))  # (the line of a block's name, its row's slot: envelopes in order)
     declined = env.filter(~pl.col("__env").is_in(out["__env"].implode()))["__env"]
     return {"pool_metrics": row_targets(out)}, declined

@@ -44,9 +44,6 @@ _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SAMPLE = re.compile(
     rf"^(?P<name>{_NAME})\s*(?:\{{(?P<labels>.*)\}})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$"
 )
-#: What ``\s`` matches inside a line (``str.isspace`` less the breaks ``str.splitlines``
-#: splits at): a sample with labels (``_SAMPLE``) holds ``}`` and one of these.
-_BLANKS = "\t\x1f \xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u202f\u205f\u3000"
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
@@ -169,7 +166,7 @@ def _when(ctx: ToolContext, ts_ms: int | None, where: str = "sample") -> datetim
         raise RecordError(f"{where}: sample timestamp {ts_ms} ms is out of range") from None
 
 
-@register_tool(SOURCE, detect, needs=("# HELP ", "# TYPE ", *(f"}}{c}" for c in _BLANKS)))
+@register_tool(SOURCE, detect, needs=("# HELP ", "# TYPE ", "}"))
 def parse_prometheus(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """A saved scrape -> ``fabric_counters`` and ``nvme_smart`` rows."""
     if not isinstance(output, str):

@@ -48,7 +48,7 @@ from ckptwatch.sources.pool_bulk import (
     row_targets,
 )
 from ckptwatch.sources.pool_common import line_reject, named_pool, pool_row, result
-from ckptwatch.sources.textkv import iter_lines
+from ckptwatch.sources.textkv import first_lines, iter_lines
 
 MMPMON_SOURCE = "mmpmon"
 MMLSQOS_SOURCE = "mmlsqos"
@@ -75,7 +75,7 @@ def _epoch(seconds: float) -> datetime:
 def detect_mmpmon(output: Any) -> bool:
     """``mmpmon -p`` parseable output with ``_fs_io_s_`` lines."""
     return isinstance(output, str) and any(
-        line.lstrip().startswith("_fs_io_s_ ") for line in output.splitlines()[:20])
+        line.lstrip().startswith("_fs_io_s_ ") for line in first_lines(output, 20))
 
 
 @register_tool(MMPMON_SOURCE, detect_mmpmon, needs=("_fs_io_s_ ",))
@@ -208,7 +208,7 @@ def _decimal(text: str) -> float | None:
 def detect_mmlsqos(output: Any) -> bool:
     """``mmlsqos -Y`` output: ``mmlsqos:`` lines."""
     return isinstance(output, str) and any(
-        line.startswith("mmlsqos:") for line in output.splitlines()[:20])
+        line.startswith("mmlsqos:") for line in first_lines(output, 20))
 
 
 @register_tool(MMLSQOS_SOURCE, detect_mmlsqos, needs=("mmlsqos:",))
@@ -255,7 +255,7 @@ def parse_mmlsqos(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any
 def detect_waiters(output: Any) -> bool:
     """``mmdiag --waiters -Y`` output: ``mmdiag:waiters:`` lines."""
     return isinstance(output, str) and any(
-        line.startswith("mmdiag:waiters:") for line in output.splitlines()[:20])
+        line.startswith("mmdiag:waiters:") for line in first_lines(output, 20))
 
 
 _IO_COMPLETION = re.compile(r"\bfor I/O completion\b")

@@ -25,6 +25,19 @@ def iter_lines(text: str) -> Iterator[tuple[int, str]]:
             yield i, line.rstrip("\r\n")
 
 
+def first_lines(text: str, n: int) -> list[str]:
+    """``text.splitlines()[:n]``, without splitting all of a long text (a detector looks at
+    the first lines of a whole lctl dump): a head of the text is split, one that holds more
+    than ``n`` lines (its last may be cut short, or end in a ``\r`` whose ``\n`` follows)."""
+    size = 8192
+    while size < len(text):
+        head = text[:size].splitlines()
+        if len(head) > n:
+            return head[:n]
+        size *= 8
+    return text.splitlines()[:n]
+
+
 def parse_int(text: str) -> int | None:
     """An integer as tools print it: ``123``, ``-4``, ``0x1f``, ``1,234,567``; else None."""
     s = text.strip()
