@@ -10,8 +10,17 @@ _NOT_FORMATS = {"base", "coerce", "tabular", "envelope", "textkv", "pool_common"
                 "json_bulk"}
 
 
+_LOADED = False
+
+
 def load_all() -> None:
-    """Import every format module so that its ``register_tool`` runs."""
+    """Import every format module so that its ``register_tool`` runs. Once a process: a
+    later call returns at once (discovery asks before recognising each file, and walking the
+    package costs ~1 ms)."""
+    global _LOADED
+    if _LOADED:
+        return
     for info in pkgutil.iter_modules(__path__):
         if info.name not in _NOT_FORMATS and not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
+    _LOADED = True

@@ -463,7 +463,7 @@ def parse_lctl(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]
 _BULK_BLOCKS = [("ost", _OST_STATS), ("md", _MD_STATS), ("service", _SERVICE)]
 #: A count read in bulk: at most 17 digits (exact in 64 bits, and so are their sums); a
 #: maximum, divided by 1000, at most 15 (exact as a float).
-_COUNT, _PEAK = r"^-?[0-9]{1,17}$", r"^-?[0-9]{1,15}$"
+_COUNT_DIGITS, _PEAK_DIGITS = 17, 15
 #: A row's slot in its block (``__j``): the named counters' rows first, then three per
 #: operation (by its line's place in the block: a block of more lines is declined), then
 #: the sums.
@@ -533,10 +533,11 @@ def parse_lctl_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Seri
         pl.col("text").str.extract_groups(_BULK_STAT).alias("__s")).unnest("__s")
     bad += [stat_lines.filter(pl.col("op").is_null())]
     stat_lines = stat_lines.filter(pl.col("op").is_not_null())
-    bad += [stat_lines.filter(~(pl.col("n").str.contains(_COUNT)
-                                & pl.col("min").fill_null("0").str.contains(_COUNT)
-                                & pl.col("max").fill_null("0").str.contains(_PEAK)
-                                & pl.col("sum").fill_null("0").str.contains(_COUNT))),
+    digits = {c: pl.col(c).fill_null("0").str.strip_prefix("-").str.len_bytes()
+              for c in ("n", "min", "max", "sum")}  # (``_BULK_STAT``'s: digits, maybe a -)
+    bad += [stat_lines.filter((digits["n"] > _COUNT_DIGITS) | (digits["min"] > _COUNT_DIGITS)
+                              | (digits["max"] > _PEAK_DIGITS)
+                              | (digits["sum"] > _COUNT_DIGITS)),
             stat_lines.filter(pl.struct("__env", "__b", "op").is_duplicated())]
     stats = _bulk_stats(stat_lines)
     snap = (times.filter(pl.col("key") == "snapshot_time").group_by("__env", "__b")
