@@ -84,7 +84,9 @@ bench-targets: $(STAMP)
 	$(BIN)/python bench/targets.py
 
 # Every format's ingest against bare polars and bare json.loads of the same bytes, and the
-# whole mixed day (64 nodes, 8 h; generated once into bench/out/raw-64n-8h-world): a few minutes.
+# whole mixed day (64 nodes, 8 h; generated once into bench/out/raw-64n-8h-world); each pool
+# format (Lustre, DAOS, SPDK, GPFS tools' output, a day of its own in bench/out/raw-64n-8h-pool-*)
+# also against a hand-written polars pipeline to the same rows (bench/pool_hand.py): a few minutes.
 bench-formats: $(STAMP)
 	$(BIN)/python bench/formats.py
 

@@ -88,3 +88,24 @@ def test_misses_beyond_the_hand_written_pipeline_are_named(
     assert last.startswith("2 of the misses are beyond")
     assert "perfquery -x text, DLIO per-rank stats JSON" in last
     assert "nvme-cli" not in last
+
+
+def test_a_pool_format_is_held_to_its_hand_written_pipeline(targets: ModuleType) -> None:
+    """Issue 44: a pool format's row is ours against the hand-written pipeline to the same
+    rows, not against bare polars (which only splits a tool's text into lines)."""
+    _write(targets.OUT, "formats.json", {"results": {
+        "pool Lustre lctl text": {"seconds": 0.6, "polars_s": 0.03, "encode_s": 0.05,
+                                  "hand_s": 0.32, "hand_ratio": 1.875, "hand_target": 2.0,
+                                  "hand_held": True, "hand_rows_equal": True},
+        "pool GPFS mm* text": {"seconds": 1.5, "polars_s": 0.1, "encode_s": 0.1,
+                               "hand_s": 0.3, "hand_ratio": 5.0, "hand_target": 2.0,
+                               "hand_held": False, "hand_rows_equal": False},
+    }})
+    rows = {r.target: r for r in targets.rows()}
+    assert not any("bare polars" in t and t.startswith("ingest pool") for t in rows)
+    assert rows["ingest pool Lustre lctl text <= 2x a hand-written pipeline to its rows"] \
+        .verdict() == "held"
+    gpfs = rows["ingest pool GPFS mm* text <= 2x a hand-written pipeline to its rows"]
+    assert gpfs.held is False
+    assert "2.5x (5x against <= 2x; 15.0x bare polars; its rows differ in number)" \
+        in gpfs.verdict()
