@@ -135,7 +135,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="with --sweep: overhead vs the parameter per strategy; with --sweep2: "
                    "the map of the best strategy (.png or .svg)")
     p.set_defaults(func=run)
-    actions = p.add_subparsers(dest="plan_action", metavar="ACTION", required=False)
+    actions = p.add_subparsers(dest="plan_action", metavar="ACTION", required=False,
+                               help="stagger: phase offsets for jobs sharing a pool (without "
+                               "an action: the planning model above)")
     s = actions.add_parser(
         "stagger", help="phase offsets that spread jobs' checkpoint bursts on a shared pool",
         description="From each pool job's measured checkpoint interval, write window and bytes "

@@ -38,6 +38,7 @@ from ckptwatch.sources.base import (
 from ckptwatch.sources.envelope import (
     EnvelopeFile,
     ToolFile,
+    is_text,
     parse_tool_output,
     read_envelope_files,
     read_envelopes,
@@ -387,8 +388,11 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
         except _PARSE_ERRORS:  # each file again on its own: whose failure it is
             results = []
         parsed = {id(x): p for x, p in zip(together, results, strict=False)}
+    # A name the file system gave that is not text (bytes that are not UTF-8, kept as
+    # surrogates) cannot enter a polars frame: that file is read on its own, as before.
     tools = [x for x in items if isinstance(x, LoadedFile) and x.raw.kind == "tool"
-             and not x.content.failure and not _over_record_limit(x.raw, x.content.data)]
+             and not x.content.failure and not _over_record_limit(x.raw, x.content.data)
+             and is_text(str(x.raw.node)) and is_text(x.raw.rel)]
     if len(tools) > 1:
         try:
             found = read_tool_files([ToolFile(x.content.data, x.raw.rel, str(x.raw.node),

@@ -871,6 +871,16 @@ def read_tool_files(files: Sequence[ToolFile], *,
         bulk=k not in tried) for k, f in enumerate(files)]
 
 
+def is_text(name: str) -> bool:
+    """Whether ``name`` encodes as UTF-8: a file system name's undecodable bytes are kept as
+    surrogates, which a polars frame cannot hold (such a file is read by the plain parser)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
                    device: str | None = None, limits: IngestSettings = INGEST,
                    bulk: bool = True) -> Parsed:
@@ -896,7 +906,7 @@ def read_tool_file(data: bytes, *, file_label: str, node: str, ts: datetime,
     if device is None:
         device = device_from_name(file_label.rsplit("/", 1)[-1])
     ctx = ToolContext(node=node, ts=ts, source=source, device=device)
-    if bulk and type(output) is str and source in BULK_PARSERS \
+    if bulk and type(output) is str and source in BULK_PARSERS and is_text(node) \
             and _bulk_tool_file(output, ctx, out):
         return out
     try:
