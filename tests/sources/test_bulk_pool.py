@@ -276,3 +276,17 @@ def test_iostat_odd_values_read_in_bulk_as_one_by_one(bdevs: list[dict[str, Any]
     result = {"tick_rate": rate, "bdevs": [base | b for b in bdevs]}
     output = {"jsonrpc": "2.0", "id": 1, "result": result} if wrapped else result
     assert_bulk_matches_one_by_one(envelopes([output, output], "spdk-iostat"))
+
+
+def test_daos_outputs_with_metadata_rpc_latency_take_the_plain_parser() -> None:
+    from tests.sources.test_daos import OP_LATENCY
+
+    text = _read_real_daos() + OP_LATENCY.split("\n", 1)[1]
+    fast = assert_bulk_matches_one_by_one(envelopes([text, text], "daos-metrics",
+                                                    node="daos01"))
+    metrics = {m for frame in fast.frames["pool_metrics"] for m in frame["metric"].to_list()}
+    assert "metadata_latency_us_total.key_query" in metrics
+
+
+def _read_real_daos() -> str:
+    return next(p for p in DAOS if "io_latency" in p.name).read_text()

@@ -227,3 +227,53 @@ def test_no_other_genuine_output_is_taken_for_a_daos_spdk_or_storage_scale_one()
         if source in POOL_SOURCES:
             taken[str(path.relative_to(REAL.parents[1]))] = source
     assert taken == {}
+
+
+#: ``daos_metrics -C`` rows of the per-opcode object RPC latency (``io/ops/<op>/latency/
+#: tgt_<n>``, a stats gauge in µs, as DAOS's object module registers it): written in the
+#: genuine outputs' CSV form, since the guide's samples hold none.
+OP_LATENCY = """name,value,min,max,mean,sample_size,sum,std_dev
+ID: 0/io/ops/key_query/latency/tgt_0,310,95,8400,250.000000,40,10000,120.5
+ID: 0/io/ops/obj_punch/latency/tgt_0,180,120,600,200.000000,10,2000,50.1
+ID: 0/io/ops/dkey_enum/latency/tgt_1,90,60,150,100.000000,4,400,
+ID: 0/io/ops/tgt_update/latency/tgt_0,50,40,60,50.000000,5,250,
+ID: 0/io/ops/migrate/latency/tgt_0,50,40,60,50.000000,5,250,
+"""
+
+
+def test_object_metadata_rpcs_give_each_target_a_metadata_latency() -> None:
+    got = _by(parse_daos_metrics(OP_LATENCY, CTX)["pool_metrics"])
+    t0, t1 = "daos-s1/engine0/tgt_0", "daos-s1/engine0/tgt_1"
+    assert got[("daos", t0, "metadata_latency_us_total.key_query")] == 10_000
+    assert got[("daos", t0, "metadata_ops_total.key_query")] == 40
+    assert got[("daos", t0, "metadata_latency_us_total.obj_punch")] == 2_000
+    # the sums over the operations: a mean of 12,000 µs / 50 = 240 µs over the counters' life
+    assert got[("daos", t0, "metadata_latency_us_total")] == 12_000
+    assert got[("daos", t0, "metadata_ops_total")] == 50
+    assert got[("daos", t0, "metadata_latency_peak_ms")] == 8.4
+    assert got[("daos", t1, "metadata_ops_total")] == 4
+    # the data path's halves and the rebuild's migrations are not metadata
+    assert not [k for k in got if "tgt_update" in k[2] or "migrate" in k[2]]
+
+
+def test_metadata_rpc_latency_reaches_the_lake_as_interval_means(tmp_path: Path) -> None:
+    # Two readings a minute apart: 200 more key queries costing 100,000 µs more -> 0.5 ms.
+    second = OP_LATENCY.replace(",40,10000,", ",240,110000,")
+    raw = tmp_path / "raw" / "pool"
+    raw.mkdir(parents=True)
+    (raw / "daos.jsonl").write_text("".join(json.dumps(
+        {"node": "daos-s1", "device": "engine0", "collected_at": ts, "output": text}) + "\n"
+        for ts, text in (("2026-11-28T12:00:00Z", OP_LATENCY),
+                         ("2026-11-28T12:01:00Z", second))))
+    report = ingest(tmp_path / "raw", tmp_path / "lake")
+    assert report.quarantined == 0
+    from ckptwatch.lake.query import connect, run_sql
+
+    con = connect(tmp_path / "lake", views=("int_pool_interval_means",))
+    try:
+        rows = run_sql(con, "select target, value, samples from int_pool_interval_means "
+                            "where signal = 'metadata_latency_ms' and qualifier is null "
+                            "and value is not null").to_dicts()
+    finally:
+        con.close()
+    assert rows == [{"target": "daos-s1/engine0/tgt_0", "value": 0.5, "samples": 200.0}]

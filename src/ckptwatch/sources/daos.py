@@ -23,6 +23,13 @@ output keeps the leaf's directory only in the CSV form):
   of thousands).
 * ``net/<provider>/hg/active_rpcs/ctx_<n>`` (RPCs being handled in each network context),
   summed -> ``active_requests`` of the engine.
+* ``io/ops/<op>/latency/tgt_<n>`` (µs) for the object RPCs that touch metadata
+  (``METADATA_OPS``: key queries, punches, enumerations, syncs): per target the cumulative
+  ``metadata_latency_us_total.<op>`` (sum) and ``metadata_ops_total.<op>`` (sample_size),
+  their sums over the operations, and ``metadata_latency_peak_ms`` (the largest max). A DFS
+  namespace operation is such RPCs on the directory's objects: their latency is where a
+  metadata stall shows on DAOS's data targets (the bulk parser leaves these outputs to this
+  one).
 * ``pool/<pool>/ops/update/tgt_<n>`` -> ``write_ops`` and ``pool/<pool>/xferred/update/
   tgt_<n>`` -> ``write_bytes`` of that pool's target; ``pool/<pool>/ops/<op>`` for the pool and
   container operations (``pool_connect``, ``cont_open``, …) -> ``metadata_ops_total.<op>``
@@ -90,6 +97,19 @@ _POOL_TARGET = re.compile(
     r"^pool/(?P<pool>[^/]+)/(?P<what>ops/update|xferred/update)/tgt_(?P<tgt>\d+)$")
 _POOL_OP = re.compile(r"^pool/(?P<pool>[^/]+)/ops/(?P<op>(?:pool|cont)_[a-z_]+)$")
 _ACTIVE_RPCS = re.compile(r"(?:^|/)hg/active_rpcs/ctx_\d+$")
+#: Object RPCs that touch metadata, not data (DAOS's ``obj_opc_to_str`` names): key queries,
+#: punches (deletes), enumerations (readdir, listing keys), syncs. Their processing time per
+#: target is a stats gauge ``io/ops/<op>/latency/tgt_<n>`` (µs); update and fetch are the data
+#: path (``io/latency/update/<size>``), ``tgt_*`` ops are a leader's forwarded halves.
+METADATA_OPS = frozenset({"key_query", "obj_punch", "dkey_punch", "akey_punch", "dkey_enum",
+                          "akey_enum", "recx_enum", "obj_enum", "obj_sync"})
+_OP_LATENCY = re.compile(r"(?:^|/)ops/(?P<op>[a-z_]+)/latency/tgt_(?P<tgt>\d+)$")
+
+
+def _metadata_op(path: str) -> re.Match[str] | None:
+    """The per-target latency reading of a metadata object RPC (``METADATA_OPS``), or None."""
+    m = _OP_LATENCY.search(path)
+    return m if m is not None and m.group("op") in METADATA_OPS else None
 
 
 @dataclass
@@ -136,7 +156,7 @@ def is_read(path: str) -> bool:
     """Whether a telemetry path is one ckptwatch reads (see the module doc)."""
     return bool(_UPDATE_LATENCY.search(path) or _CYCLE.search(path)
                 or _POOL_TARGET.match(path) or _POOL_OP.match(path)
-                or _ACTIVE_RPCS.search(path))
+                or _ACTIVE_RPCS.search(path) or _metadata_op(path))
 
 
 def _csv_reading(engine: str, path: str, rest: str, line: int) -> Reading | str | None:
@@ -257,6 +277,7 @@ def daos_rows(readings: list[Reading], ctx: ToolContext) -> list[dict[str, Any]]
     out: list[dict[str, Any]] = []
     ops: dict[tuple[str, str], dict[str, float]] = {}
     rpcs: dict[str, float] = {}
+    meta: dict[str, list[tuple[str, Reading]]] = {}
     for r in readings:
         engine = f"engine{r.engine}"
         m = _UPDATE_LATENCY.search(r.path)
@@ -284,6 +305,11 @@ def daos_rows(readings: list[Reading], ctx: ToolContext) -> list[dict[str, Any]]
         if _ACTIVE_RPCS.search(r.path):
             target = host_target(ctx, engine)
             rpcs[target] = rpcs.get(target, 0.0) + r.value
+            continue
+        m = _metadata_op(r.path)
+        if m:
+            target = host_target(ctx, f"{engine}/tgt_{m.group('tgt')}")
+            meta.setdefault(target, []).append((m.group("op"), r))
     out += [pool_row(ctx.ts, default_pool, target, "active_requests", n)
             for target, n in rpcs.items()]
     for target, parts in latency.items():
@@ -292,7 +318,33 @@ def daos_rows(readings: list[Reading], ctx: ToolContext) -> list[dict[str, Any]]
         out += [pool_row(ctx.ts, pool, target, f"metadata_ops_total.{op}", n)
                 for op, n in counts.items()]
         out.append(pool_row(ctx.ts, pool, target, "metadata_ops_total", sum(counts.values())))
+    for target, ops_read in meta.items():
+        out += _metadata_latency_rows(ctx, default_pool, target, ops_read)
     return out
+
+
+def _metadata_latency_rows(ctx: ToolContext, pool: str, target: str,
+                           parts: list[tuple[str, Reading]]) -> list[dict[str, Any]]:
+    """One target's metadata RPCs: per operation the cumulative latency (µs) and count
+    (``metadata_latency_us_total.<op>``, ``metadata_ops_total.<op>``), their sums over the
+    operations, and the largest max since the start (``metadata_latency_peak_ms``). A reading
+    without stats gives nothing (no sum to give)."""
+    stats = [(op, r) for op, r in parts if r.samples is not None and r.sum is not None]
+    if not stats:
+        return []
+    rows = []
+    for op, r in stats:
+        rows += [pool_row(ctx.ts, pool, target, f"metadata_latency_us_total.{op}", r.sum or 0.0),
+                 pool_row(ctx.ts, pool, target, f"metadata_ops_total.{op}", r.samples or 0.0)]
+    rows += [pool_row(ctx.ts, pool, target, "metadata_latency_us_total",
+                      sum(r.sum or 0.0 for _, r in stats)),
+             pool_row(ctx.ts, pool, target, "metadata_ops_total",
+                      sum(r.samples or 0.0 for _, r in stats))]
+    maxima = [r.max for _, r in stats if r.max is not None and r.samples]
+    if maxima:
+        rows.append(pool_row(ctx.ts, pool, target, "metadata_latency_peak_ms",
+                             max(maxima) / 1000))
+    return rows
 
 
 def _latency_rows(ctx: ToolContext, pool: str, target: str,
@@ -375,6 +427,12 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
                                         "rest")
     # what each reading is (``daos_rows``' tests, in its order), worked out once per distinct
     # path (a day's outputs repeat a few dozen), then joined to the rows
+    # an output with object-RPC metadata latencies (``_metadata_op``) goes to the plain
+    # parser: the bulk one does not read them
+    op_paths = rows.select(pl.col("path").unique()).filter(
+        pl.col("path").map_elements(lambda p: _metadata_op(p) is not None,
+                                    return_dtype=pl.Boolean))
+    with_ops = rows.filter(pl.col("path").is_in(op_paths["path"].implode()))["__env"]
     rows = rows.join(_bulk_readings(rows.select(pl.col("path").unique())), on="path",
                      how="left", maintain_order="left").filter(pl.col("kind").is_not_null())
     rows = rows.join(env.select("__env", "node"), on="__env", maintain_order="left")
@@ -392,7 +450,7 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
                      (pl.col("__f").list.len() >= 6).alias("__slen"))
     twice = rows.filter((pl.col("kind") == "pool_op")
                         & pl.struct("__env", "pool", "target", "metric").is_duplicated())
-    bad = pl.concat([other["__env"], twice["__env"],
+    bad = pl.concat([other["__env"], twice["__env"], with_ops,
                      rows.filter(~pl.col("value__ok") | pl.col("value").is_null())["__env"],
                      lat.filter(~pl.col("__sok"))["__env"]]).unique()
     keep = ~pl.col("__env").is_in(bad.implode())
