@@ -6,7 +6,7 @@
 -- a run of stalls is left out of the baseline instead of becoming it, as long as 3 of the last
 -- 10 checkpoints were healthy; a lasting change of level (a bigger model, a slower pool)
 -- becomes the baseline at once when it is under stall_factor x the old, else once it is 8 of
--- the last 10 (each checkpoint a stall until then; the plain median of the last 10 took 6).
+-- the last 10 (each checkpoint a stall until then).
 -- A stall: barrier_s >= stall_factor * baseline_s and barrier_s - baseline_s >=
 -- stall_min_excess_s (defaults in sql/session.sql; SET VARIABLE stall_factor = 3; to change).
 -- Detection looks at the barrier only: no checkpoint is a stall because a signal moved.

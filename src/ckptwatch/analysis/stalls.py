@@ -375,6 +375,12 @@ def _pool_job_rows(con: duckdb.DuckDBPyConnection,
                         "where view_name = 'stall_pool_jobs'").fetchall()
     if not built[0][0]:
         return {}
+    # Most pools keep no per-job statistics: one look at the raw table spares the stalls step
+    # the interval means of every pool series that the mart would compute to find none.
+    per_job = con.execute("select count(*) from (select 1 from pool_metrics "
+                          "where contains(metric, '.job=') limit 1)").fetchall()
+    if not per_job[0][0]:
+        return {}
     out: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in run_sql(con, """
             select job_id, step, target, signal, pool_job_id, level_ms, max_ms, baseline_ms,

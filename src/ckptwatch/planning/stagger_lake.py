@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ckptwatch.errors import QueryError
 from ckptwatch.lake.query import connect, run_sql
 from ckptwatch.planning.stagger import JobSchedule, StaggerPlan, stagger
 from ckptwatch.settings import Settings
@@ -28,6 +29,9 @@ def stagger_plans(lake_root: Path | str, settings: Settings, *,
         mine = [r for r in rows if r["pool"] == name]
         if len(mine) < 2:
             continue
+        if mine[0]["capacity_bps"] is None:  # no second of demand measured: nothing to judge
+            raise QueryError(f"pool {name}: no write bandwidth known or measurable from the "
+                             "lake; set [pool] write_bandwidth_gbs in the config")
         jobs = [JobSchedule(r["job_id"], float(r["interval_s"]), float(r["duration_s"]),
                             float(r["bytes"]), r["last_start_ts"].timestamp(),
                             r["barrier_p50_s"], r["barrier_p99_s"]) for r in mine]
