@@ -15,7 +15,7 @@ within 2x it). What each reads and writes is the reader's (``ckptwatch.sources``
 - ``daos``: ``pool/<server>/daos_metrics.jsonl`` (``daos_metrics -C`` text in envelopes: update
   latency per target summed over the I/O sizes, scheduler cycles, RPCs in flight summed over
   the contexts, the pool's update ops and bytes per target, its pool-service operations and
-  their sum) and ``pool/daos-admin/dmg_pool_query.jsonl`` (the rebuild state);
+  their sum, the metadata object RPCs' latency and count per target, their sums and peak) and ``pool/daos-admin/dmg_pool_query.jsonl`` (the rebuild state);
 - ``spdk``: ``pool/<server>/bdev_get_iostat.jsonl`` (the JSON-RPC response in envelopes: per
   bdev its written bytes and ops, write latency ticks as µs, the queue depth when sampled);
 - ``gpfs``: ``pool/<node>/mmpmon_fs_io_s.txt`` (per line: written bytes and calls, opens,
@@ -47,6 +47,9 @@ import polars as pl
 
 TS = pl.Datetime("us", "UTC")
 COLUMNS = ["ts", "pool", "target", "metric", "value"]
+#: The object RPCs ``sources.daos`` reads as metadata (its ``METADATA_OPS``).
+METADATA_RPCS = ["key_query", "obj_punch", "dkey_punch", "akey_punch", "dkey_enum", "akey_enum",
+                 "recx_enum", "obj_enum", "obj_sync"]
 #: md_stats' data (Data-on-MDT) operations, which are not metadata (``sources.lustre``).
 DATA_OPS = ["read", "write", "read_bytes", "write_bytes", "punch", "fallocate"]
 
@@ -231,6 +234,25 @@ def daos(root: Path) -> pl.DataFrame:
     out.append(ops.drop("env"))
     out.append(ops.group_by("env", "ts", "pool", "target").agg(pl.col("value").sum())
                .select(*COLUMNS[:3], pl.lit("metadata_ops_total").alias("metric"), "value"))
+    meta = (rows.filter(path.str.extract(r"(?:^|/)ops/([a-z_]+)/latency/tgt_\d+$").is_in(
+                METADATA_RPCS) & pl.col("samples").is_not_null() & pl.col("sum").is_not_null())
+            .select("env", "ts", (host + "/" + path.str.extract(r"(tgt_\d+)$")).alias("target"),
+                    path.str.extract(r"/ops/([a-z_]+)/latency/").alias("op"),
+                    "max", "samples", "sum"))
+    out.append(meta.select("ts", pl.lit("daos").alias("pool"), "target",
+                           ("metadata_latency_us_total." + pl.col("op")).alias("metric"),
+                           pl.col("sum").alias("value")))
+    out.append(meta.select("ts", pl.lit("daos").alias("pool"), "target",
+                           ("metadata_ops_total." + pl.col("op")).alias("metric"),
+                           pl.col("samples").alias("value")))
+    msum = (meta.group_by("env", "ts", "target")
+            .agg(metadata_latency_us_total=pl.col("sum").sum(),
+                 metadata_ops_total=pl.col("samples").sum(),
+                 metadata_latency_peak_ms=pl.col("max").filter(pl.col("samples") > 0).max())
+            .pipe(_per_1000, "metadata_latency_peak_ms")
+            .with_columns(pl.lit("daos").alias("pool")))
+    out.append(_long(msum, ["metadata_latency_us_total", "metadata_ops_total",
+                            "metadata_latency_peak_ms"]))
     out.append(rows.filter(path.str.contains(r"(?:^|/)hg/active_rpcs/ctx_\d+$"))
                .group_by("env", "ts", host.alias("target")).agg(pl.col("value").sum())
                .select("ts", pl.lit("daos").alias("pool"), "target",

@@ -146,6 +146,11 @@ def test_daos_spdk_and_gpfs_outputs_follow_the_genuine_samples(days: dict[str, P
     assert len(ours.split(",")) == len(latency.split(","))
     assert re.fullmatch(r"ID: 0/io/latency/update/1MB/tgt_\d+,\d+,\d+,\d+,\d+\.\d{6},\d+,\d+,"
                         r"\d+\.\d{6}", ours)
+    # the object RPCs DFS's file operations become, as the object module registers them
+    rpcs = [x for x in lines if "/io/ops/" in x]
+    assert {x.split("/")[3] for x in rpcs} == {"key_query", "obj_punch", "obj_sync"}
+    assert all(re.fullmatch(r"ID: 0/io/ops/[a-z_]+/latency/tgt_\d+,\d+,\d+,\d+,\d+\.\d{6},\d+,"
+                            r"\d+,\d+\.\d{6}", x) for x in rpcs)
     query = _envelopes(days["daos"] / "pool" / "daos-admin" / "dmg_pool_query.jsonl")[0]
     assert detect_tool(query["output"]) == "dmg-pool-query"
     # SPDK: the JSON-RPC response, keys as the example response
@@ -197,6 +202,9 @@ def test_each_format_ingests_under_the_names_the_records_use(
             assert not background and not smart & set(labels["pool"]["targets"])
             assert "metadata_latency_us_total" in pooled["pool0-MDT0000"]
             assert not any("metadata_latency_us_total" in pooled[t] for t in targets)
+        elif fmt == "daos":  # the metadata RPCs' latency on every data target
+            assert all("metadata_latency_us_total" in pooled[t] for t in targets)
+            assert set(labels["pool"]["targets"]) <= smart
         else:
             assert set(labels["pool"]["targets"]) <= smart, fmt
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -278,14 +279,26 @@ def test_iostat_odd_values_read_in_bulk_as_one_by_one(bdevs: list[dict[str, Any]
     assert_bulk_matches_one_by_one(envelopes([output, output], "spdk-iostat"))
 
 
-def test_daos_outputs_with_metadata_rpc_latency_take_the_plain_parser() -> None:
+def test_daos_outputs_with_metadata_rpc_latency_read_in_bulk_as_one_by_one() -> None:
+    from ckptwatch.sources.daos import parse_daos_metrics_bulk
     from tests.sources.test_daos import OP_LATENCY
 
-    text = _read_real_daos() + OP_LATENCY.split("\n", 1)[1]
-    fast = assert_bulk_matches_one_by_one(envelopes([text, text], "daos-metrics",
-                                                    node="daos01"))
+    rows = OP_LATENCY.split("\n", 1)[1]
+    # one output with the RPCs, one where a target's first RPC reading has no stats (its
+    # place among the targets is still its first reading's), one without any
+    odd = rows.replace("ID: 0/io/ops/dkey_enum/latency/tgt_1,90,60,150,100.000000,4,400,",
+                       "ID: 0/io/ops/key_query/latency/tgt_1,7\n"
+                       "ID: 0/io/ops/dkey_enum/latency/tgt_1,90,60,150,100.000000,4,400,")
+    texts = [_read_real_daos() + rows, rows + _read_real_daos(), odd, _read_real_daos()]
+    fast = assert_bulk_matches_one_by_one(envelopes(texts, "daos-metrics", node="daos01"))
     metrics = {m for frame in fast.frames["pool_metrics"] for m in frame["metric"].to_list()}
-    assert "metadata_latency_us_total.key_query" in metrics
+    assert {"metadata_latency_us_total.key_query", "metadata_ops_total.obj_punch",
+            "metadata_latency_us_total", "metadata_latency_peak_ms"} <= metrics
+    # and the bulk parser read them itself: none declined to the plain parser
+    env = pl.DataFrame({"__env": range(len(texts)), "node": ["daos01"] * len(texts),
+                        "output": texts})
+    _, declined = parse_daos_metrics_bulk(env)
+    assert declined.to_list() == []
 
 
 def _read_real_daos() -> str:

@@ -378,14 +378,14 @@ _BULK_KINDS = [("latency", _UPDATE_LATENCY, "tgt"), ("cycle", _CYCLE, "xs"),
 def _bulk_numbers(frame: pl.DataFrame, fields: dict[str, pl.Expr]) -> pl.DataFrame:
     """``frame`` with CSV fields as ``_number`` reads them, for the bulk parser: each of
     ``fields`` as a number (null: none), and ``<name>__ok``: whether the bulk parser reads the
-    field (blank, or ``_BULK_NUMBER``). Step by step: each expression is evaluated once."""
+    field (absent, blank, or ``_BULK_NUMBER``). Step by step: each expression is evaluated once."""
     frame = frame.with_columns(f.str.strip_chars().alias(name) for name, f in fields.items())
     frame = frame.with_columns(
         pl.when(pl.col(name).str.contains(_BULK_NUMBER))
         .then(pl.col(name).cast(pl.Float64, strict=False)).alias(f"{name}__n")
         for name in fields)
     return frame.with_columns(
-        *[((pl.col(name) == "") | pl.col(f"{name}__n").is_not_null()).fill_null(False)
+        *[(pl.col(name).is_null() | (pl.col(name) == "") | pl.col(f"{name}__n").is_not_null())
           .alias(f"{name}__ok") for name in fields],
         *[pl.col(f"{name}__n").alias(name) for name in fields]).drop(
         f"{name}__n" for name in fields)
@@ -427,12 +427,6 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
                                         "rest")
     # what each reading is (``daos_rows``' tests, in its order), worked out once per distinct
     # path (a day's outputs repeat a few dozen), then joined to the rows
-    # an output with object-RPC metadata latencies (``_metadata_op``) goes to the plain
-    # parser: the bulk one does not read them
-    op_paths = rows.select(pl.col("path").unique()).filter(
-        pl.col("path").map_elements(lambda p: _metadata_op(p) is not None,
-                                    return_dtype=pl.Boolean))
-    with_ops = rows.filter(pl.col("path").is_in(op_paths["path"].implode()))["__env"]
     rows = rows.join(_bulk_readings(rows.select(pl.col("path").unique())), on="path",
                      how="left", maintain_order="left").filter(pl.col("kind").is_not_null())
     rows = rows.join(env.select("__env", "node"), on="__env", maintain_order="left")
@@ -440,17 +434,18 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
                              .alias("target")).drop("sub")
     rows = _bulk_numbers(rows, {"value": pl.col("rest").str.splitn(",", 2)
                                 .struct.field("field_0")})
-    # a latency's stats: min, max, mean, samples, sum (all numbers, or none is read)
-    latency = pl.col("kind") == "latency"
+    # a latency's stats (the update latency's and the metadata RPCs'): min, max, mean,
+    # samples, sum (all numbers, or none is read)
+    latency = pl.col("kind").is_in(["latency", "metaop"])
     lat = rows.filter(latency).with_columns(pl.col("rest").str.split(",").alias("__f"))
     lat = _bulk_numbers(lat, {f"__s{k}": pl.col("__f").list.get(k + 1, null_on_oob=True)
                               for k in range(5)})
-    lat = lat.select("__env", "__k", "target", *[f"__s{k}" for k in range(5)],
+    lat = lat.select("__env", "__k", "kind", "metric", "target", *[f"__s{k}" for k in range(5)],
                      pl.all_horizontal(f"__s{k}__ok" for k in range(5)).alias("__sok"),
                      (pl.col("__f").list.len() >= 6).alias("__slen"))
     twice = rows.filter((pl.col("kind") == "pool_op")
                         & pl.struct("__env", "pool", "target", "metric").is_duplicated())
-    bad = pl.concat([other["__env"], twice["__env"], with_ops,
+    bad = pl.concat([other["__env"], twice["__env"],
                      rows.filter(~pl.col("value__ok") | pl.col("value").is_null())["__env"],
                      lat.filter(~pl.col("__sok"))["__env"]]).unique()
     keep = ~pl.col("__env").is_in(bad.implode())
@@ -474,6 +469,8 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
     # then each target's update latency over its I/O sizes
     stat = pl.col("__slen") & pl.all_horizontal(pl.col(f"__s{k}").is_not_null()
                                                 for k in range(5))
+    meta = lat.filter(pl.col("kind") == "metaop")
+    lat = lat.filter(pl.col("kind") == "latency")
     lat = (lat.group_by("__env", "target", maintain_order=True)
            .agg(pl.col("__k").first().alias("__first"), stat.any().alias("__any"),
                 _sequential_sum(pl.col("__s4").filter(stat)).alias("write_latency_us_total"),
@@ -498,6 +495,34 @@ def parse_daos_metrics_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame],
                  .select("__env", pl.lit(3).alias("__phase"), "__first",
                          pl.lit(1 << 40).alias("__j"), "pool", "target",
                          pl.lit("metadata_ops_total").alias("metric"), "value"))
+    # then each target's metadata RPCs: per reading its latency sum and count, then their
+    # sums and the largest max (``_metadata_latency_rows``)
+    # (a target's place: its first such reading, with stats or not, as the plain parser's)
+    meta = meta.with_columns(
+        pl.col("__k").first().over("__env", "target").alias("__first")).filter(stat)
+    parts.append(meta.select("__env", pl.lit(4).alias("__phase"), "__first",
+                             (2 * pl.col("__k")).alias("__j"), pl.lit(DEFAULT_POOL).alias("pool"),
+                             "target", "metric", pl.col("__s4").alias("value")))
+    parts.append(meta.select("__env", pl.lit(4).alias("__phase"), "__first",
+                             (2 * pl.col("__k") + 1).alias("__j"),
+                             pl.lit(DEFAULT_POOL).alias("pool"), "target",
+                             pl.col("metric").str.replace("^metadata_latency_us_total",
+                                                          "metadata_ops_total"),
+                             pl.col("__s3").alias("value")))
+    sums = (meta.group_by("__env", "target", maintain_order=True)
+            .agg(pl.col("__first").first(),
+                 _sequential_sum(pl.col("__s4")).alias("metadata_latency_us_total"),
+                 _sequential_sum(pl.col("__s3")).alias("metadata_ops_total"),
+                 pl.col("__s1").filter(pl.col("__s3") != 0.0).max()
+                 .alias("metadata_latency_peak_ms")))
+    sums = divided(sums, 1000, "metadata_latency_peak_ms")
+    names = ["metadata_latency_us_total", "metadata_ops_total", "metadata_latency_peak_ms"]
+    parts.append(sums.unpivot(names, index=["__env", "__first", "target"],
+                              variable_name="metric").drop_nulls("value").select(
+        "__env", pl.lit(4).alias("__phase"), "__first",
+        pl.col("metric").replace_strict(names, [1 << 40, (1 << 40) + 1, (1 << 40) + 2],
+                                        return_dtype=pl.Int64).alias("__j"),
+        pl.lit(DEFAULT_POOL).alias("pool"), "target", "metric", "value"))
     out = (pl.concat([p.with_columns(pl.col("__phase", "__first", "__j").cast(pl.Int64))
                       for p in parts])
            .sort("__env", "__phase", "__first", "__j")
@@ -516,13 +541,15 @@ def _bulk_readings(keys: pl.DataFrame) -> pl.DataFrame:
     kind = pl.lit(None, dtype=pl.String)
     for name, pattern, _ in reversed(_BULK_KINDS):
         kind = pl.when(path.str.contains(pattern.pattern)).then(pl.lit(name)).otherwise(kind)
+    op = path.str.extract(_OP_LATENCY.pattern, 1)
+    kind = kind.fill_null(pl.when(op.is_in(sorted(METADATA_OPS))).then(pl.lit("metaop")))
     keys = keys.with_columns(kind.alias("kind"))
     kind = pl.col("kind")
     return keys.with_columns(
         pl.when(kind.is_in(["pool_target", "pool_op"])).then(path.str.extract(r"^pool/([^/]+)/"))
         .otherwise(pl.lit(DEFAULT_POOL)).alias("pool"),
         pl.when(kind == "cycle").then("/" + path.str.extract(r"(xs_[0-9]+)$"))
-        .when(kind.is_in(["latency", "pool_target"]))
+        .when(kind.is_in(["latency", "pool_target", "metaop"]))
         .then("/" + path.str.extract(r"(tgt_[0-9]+)$"))
         .otherwise(pl.lit("")).alias("sub"),
         pl.when(kind == "cycle").then(
@@ -532,6 +559,7 @@ def _bulk_readings(keys: pl.DataFrame) -> pl.DataFrame:
             pl.when(path.str.contains(r"/ops/update/tgt_[0-9]+$")).then(pl.lit("write_ops"))
             .otherwise(pl.lit("write_bytes")))
         .when(kind == "pool_op").then("metadata_ops_total." + path.str.extract(r"/ops/([^/]+)$"))
+        .when(kind == "metaop").then("metadata_latency_us_total." + op)
         .alias("metric"))
 
 

@@ -14,6 +14,11 @@ with ``min,max,mean,sample_size,sum,std_dev`` (std_dev empty below 3 samples):
 * ``pool/<uuid>/ops/{pool_connect,pool_query,cont_open,cont_close,cont_query}`` (the pool
   service's operations: DFS creates and opens files inside an open container, so these move
   slowly and a metadata incident does not show here);
+* ``io/ops/<op>/latency/tgt_<n>`` (µs, stats gauges): the object RPCs DFS's file operations
+  become (``METADATA_RPCS``: lookups and stats are key queries, a checkpoint's truncating
+  create punches the old file's data, its close syncs it), their count and summed latency the
+  pool's metadata service model's (``PoolModel.metadata``), spread over the engine's targets
+  (a file's directory entry lives on one target; a day's many files spread evenly);
 * ``sched/cycle_duration/xs_<n>`` (ms), ``sched/cycle_size/xs_<n>`` (ULTs), per execution
   stream; ``net/ofi+tcp;ofi_rxm/hg/active_rpcs/ctx_<n>``.
 
@@ -32,7 +37,12 @@ from pathlib import Path
 import numpy as np
 
 from ckptwatch.simulate.telemetry.pool_layout import PoolLayout
-from ckptwatch.simulate.telemetry.pool_model import Counters, PoolModel, server_samples
+from ckptwatch.simulate.telemetry.pool_model import (
+    Counters,
+    Metadata,
+    PoolModel,
+    server_samples,
+)
 from ckptwatch.simulate.telemetry.sampling import Clocks, envelope_line, iso_seconds, sample_times
 
 CADENCE_X = 1.0
@@ -43,6 +53,9 @@ ADMIN = "daos-admin"
 #: Pool-service operations per second of an engine (connections, queries, container opens).
 SERVICE_OPS = {"pool_connect": 0.002, "pool_query": 0.2, "cont_open": 0.01, "cont_close": 0.01,
                "cont_query": 0.05}
+#: The object RPC each metadata operation kind of ``pool_model.META_KINDS`` becomes in DFS.
+METADATA_RPCS = {"open": "key_query", "getattr": "key_query", "setattr": "key_query",
+                 "statfs": "key_query", "mknod": "obj_punch", "close": "obj_sync"}
 
 
 def _stats(path: str, value: int, lo: int, hi: int, n: int, total: int, std: float) -> str:
@@ -63,6 +76,25 @@ def _latency_row(local: str, c: Counters, i: int, min_us: int) -> str | None:
                   0.2 * total / n + 0.02 * hi)
 
 
+def _metadata_rows(local: str, meta: Metadata, share: float, i: int) -> list[str]:
+    """A target's ``io/ops/<op>/latency/tgt_<n>`` stats gauges at instant ``i``: its
+    ``share`` of the pool's metadata operations of each kind (``METADATA_RPCS``) and of their
+    latency."""
+    ops: dict[str, float] = {}
+    us: dict[str, float] = {}
+    for kind, rpc in METADATA_RPCS.items():
+        ops[rpc] = ops.get(rpc, 0.0) + float(meta.ops[kind][i]) * share
+        us[rpc] = us.get(rpc, 0.0) + float(meta.latency_us[kind][i]) * share
+    rows = []
+    last = max(1, int(meta.mean_ms[i] * 1000))
+    hi = max(last, int(meta.peak_ms[i] * 1000 * 4))
+    for rpc, n in ops.items():
+        if int(n):
+            rows.append(_stats(f"io/ops/{rpc}/latency/{local}", last, 1, hi, int(n),
+                               int(us[rpc]), 0.3 * us[rpc] / n))
+    return rows
+
+
 def write_daos(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: Clocks,
                rng: np.random.Generator, t0: float, t1: float,
                interval: float) -> dict[Path, int]:
@@ -70,9 +102,12 @@ def write_daos(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: Clo
     every = max(5.0, CADENCE_X * interval)
     files: dict[Path, int] = {}
     uuid = layout.pool
-    for _, server, targets, ts, counters in server_samples(layout, model, clocks, rng, t0, t1,
+    n_targets = len(layout.targets)
+    for s, server, targets, ts, counters in server_samples(layout, model, clocks, rng, t0, t1,
                                                               every):
         started = counters[0].started
+        clear = layout.clear
+        meta = model.metadata(ts, clear.at if clear is not None and clear.server == s else None)
         stamped = clocks.stamp(layout.targets[targets[0]], ts)
         iso = iso_seconds(stamped)
         noise = rng.lognormal(0.0, 0.3, (ts.size, len(targets) + 2))
@@ -89,6 +124,8 @@ def write_daos(pool_dir: Path, layout: PoolLayout, model: PoolModel, clocks: Clo
                 tgt = layout.local[t].split("/")[1]
                 rows.append(f"ID: 0/pool/{uuid}/ops/update/{tgt},{int(c.ops[i])}")
                 rows.append(f"ID: 0/pool/{uuid}/xferred/update/{tgt},{int(c.bytes[i])}")
+            for t in targets:
+                rows += _metadata_rows(layout.local[t].split("/")[1], meta, 1.0 / n_targets, i)
             for op, rate in SERVICE_OPS.items():
                 rows.append(f"ID: 0/pool/{uuid}/ops/{op},{int(up * rate)}")
             in_flight = [c.rate[i] * c.mean_ms[i] / 1000.0 for c in counters]
