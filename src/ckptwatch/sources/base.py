@@ -8,6 +8,7 @@ raises ``RecordError`` (the whole file then goes to quarantine).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -255,22 +256,44 @@ class ToolFormat:
     #: narrower than ``detect`` (tests/sources/test_detect_needs.py): a cheap test first, so
     #: that an envelope naming no ``source`` is not given to every detector in turn.
     needs: tuple[str, ...] | None = None
+    #: ``detect`` over a column of plain text (``PLAIN_TEXT``) as a polars expression: the
+    #: same verdict for every such text (tests/sources/test_envelope_vectorised.py), so that
+    #: ``detect_tools`` asks no Python call per envelope (None: ``detect`` is called).
+    detect_plain: Callable[[pl.Expr], pl.Expr] | None = None
 
 
 TOOL_FORMATS: dict[str, ToolFormat] = {}
 
 
-def register_tool(source: str, detect: Detector, needs: tuple[str, ...] | None = None
+def register_tool(source: str, detect: Detector, needs: tuple[str, ...] | None = None,
+                  detect_plain: Callable[[pl.Expr], pl.Expr] | None = None,
                   ) -> Callable[[ToolParser], ToolParser]:
     """Decorator: register ``parse`` as the parser of envelope ``source``; ``needs``: text a
-    text output ``detect`` accepts holds one of (``ToolFormat.needs``)."""
+    text output ``detect`` accepts holds one of (``ToolFormat.needs``); ``detect_plain``:
+    ``detect`` of plain text as an expression (``ToolFormat.detect_plain``)."""
 
     def wrap(parse: ToolParser) -> ToolParser:
         TOOL_FORMATS[source] = ToolFormat(source=source, parse=parse, detect=detect,
-                                          needs=needs)
+                                          needs=needs, detect_plain=detect_plain)
         return parse
 
     return wrap
+
+
+def head_line_starts(prefix: str, n: int = 20, lstrip: bool = False
+                     ) -> Callable[[pl.Expr], pl.Expr]:
+    """A ``ToolFormat.detect_plain`` of ``any(line.startswith(prefix) for line in
+    first_lines(text, n))`` (``lstrip``: of ``line.lstrip()``) for plain text, where lines
+    end at ``\\n`` only and a line's leading blanks are spaces and tabs: the first line that
+    starts so is one of the first ``n``."""
+    starts = "(?m)^" + ("[ \t]*" if lstrip else "") + re.escape(prefix)
+
+    def expr(text: pl.Expr) -> pl.Expr:
+        at = text.str.find(starts)
+        return pl.when(at.is_not_null()).then(
+            text.str.slice(0, at).str.count_matches("\n", literal=True) < n).otherwise(False)
+
+    return expr
 
 
 #: A bulk parser of one text format: a frame of envelopes whose ``source`` is that format, one
@@ -368,3 +391,67 @@ def detect_tool(output: Any) -> str | None:
         except INPUT_ERRORS:
             continue
     return None
+
+
+def detect_tools(texts: pl.Series, plain: pl.Series | None = None) -> pl.Series:
+    """``detect_tool`` of each of ``texts`` (text outputs; a String Series), as a String
+    Series (null: no format), without a Python call per text where it can. The formats are
+    asked in the order of registration, each of the texts the ones before it did not name, as
+    ``detect_tool`` asks them: a format's ``needs`` looked for in those texts at once (the
+    needs of the formats without ``detect_plain`` first all in one pass: a text holding none
+    of them is none of theirs), then its detector asked of the texts holding one, as an
+    expression (``ToolFormat.detect_plain``) where the text is plain (``plain``: True where it
+    is ``PLAIN_TEXT``; None: none is taken as plain), else one by one."""
+    n = texts.len()
+    found = pl.Series("source", [None] * n, dtype=pl.String)
+    open_ = pl.Series([True] * n, dtype=pl.Boolean)
+    others = sorted({part for fmt in TOOL_FORMATS.values() if fmt.detect_plain is None
+                     for part in fmt.needs or ()})
+    hit = (texts.str.contains(_any_of(others)).fill_null(False) if others
+           else pl.Series([False] * n, dtype=pl.Boolean))
+    for fmt in TOOL_FORMATS.values():
+        if fmt.needs is None:
+            where = open_.arg_true()
+        elif not fmt.needs:
+            continue
+        else:
+            near = (open_ if fmt.detect_plain is not None else open_ & hit).arg_true()
+            near_texts = texts.gather(near)
+            holds = (near_texts.str.contains(fmt.needs[0], literal=True)
+                     if len(fmt.needs) == 1 else near_texts.str.contains(_any_of(fmt.needs)))
+            where = near.filter(holds.fill_null(False))
+        if not where.len():
+            continue
+        ask = texts.gather(where)
+        verdict = pl.Series([False] * where.len(), dtype=pl.Boolean)
+        by_hand = pl.Series([True] * where.len(), dtype=pl.Boolean)
+        if fmt.detect_plain is not None and plain is not None:
+            is_plain = plain.gather(where).fill_null(False)
+            verdict = pl.select(pl.when(is_plain).then(
+                fmt.detect_plain(pl.lit(ask)).fill_null(False)).otherwise(False)).to_series()
+            by_hand = ~is_plain
+        one_by_one = by_hand.arg_true()
+        if one_by_one.len():
+            hand = [_detects(fmt, text) for text in ask.gather(one_by_one).to_list()]
+            verdict = verdict.scatter(one_by_one, pl.Series(hand, dtype=pl.Boolean))
+        named = where.filter(verdict)
+        if named.len():
+            found = found.scatter(named, fmt.source)
+            open_ = open_.scatter(named, False)
+            if not open_.any():
+                break
+    return found
+
+
+def _any_of(parts: Sequence[str]) -> str:
+    """A regular expression matching any of ``parts`` (literally): polars' ``contains_any``
+    is several times slower over long texts."""
+    return "|".join(re.escape(p) for p in parts)
+
+
+def _detects(fmt: ToolFormat, output: Any) -> bool:
+    """``fmt.detect(output)``, an error in it a no (as ``detect_tool`` takes it)."""
+    try:
+        return bool(fmt.detect(output))
+    except INPUT_ERRORS:
+        return False

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ckptwatch.errors import RecordError
@@ -31,12 +32,14 @@ from ckptwatch.sources.base import (
     INPUT_ERRORS,
     JSON_BULK_PARSERS,
     LONG_DIGITS,
+    PLAIN_TEXT,
     TOOL_FORMATS,
     Parsed,
     Reject,
     ToolContext,
     clip_raw,
     detect_tool,
+    detect_tools,
     load_json,
     plain_json_strings,
     read_json_line,
@@ -355,7 +358,11 @@ def read_envelope_files(files: Sequence[EnvelopeFile], *, bulk: bool = True,
     envelopes were parsed) is read again on its own."""
     _load_formats()
     aside = _Bulk()
-    scans = [_scan(f, aside, bulk, limits) for f in files]
+    opened = [_open(f, aside, bulk, limits) for f in files]
+    taken = aside.take_lines([f.default_node for f in files]) if bulk and files else None
+    scans = [_scan(scan, f, lines, base, aside, bulk,
+                   None if taken is None else taken[base:base + len(lines)])
+             for f, (scan, lines, base) in zip(files, opened, strict=True)]
     aside.flush()
     done = _finish_together(scans, aside) if len(scans) > 1 else {}
     parsed = [done[k] if k in done else _finish(scan, aside.frames_of(k))
@@ -378,14 +385,25 @@ class _Scan:
     taken: int = 0
 
 
-def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) -> _Scan:
-    """Read ``file``'s lines: each envelope checked, then set aside in ``aside`` for a bulk
-    parser (parsed when ``_BULK_CHUNK`` are held, or at the end) or parsed one by one."""
+def _open(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings
+          ) -> tuple[_Scan, list[str], int]:
+    """``file``'s scan and lines, and the number before its first line in ``aside``
+    (``_Bulk.add_file``, which keeps them and the lines as a Series; 0 without ``bulk``)."""
     scan = _Scan(file.label, Parsed(limits=limits))
-    out, rows, extra, default_node = scan.out, scan.rows, scan.extra, file.default_node
     lines = file.data.decode("utf-8", errors="replace").split("\n")
-    texts = pl.Series(lines, dtype=pl.String) if bulk else None
-    base = aside.add_file(scan, lines, texts) if bulk else 0
+    if not bulk:
+        return scan, lines, 0
+    return scan, lines, aside.add_file(scan, lines, pl.Series(lines, dtype=pl.String))
+
+
+def _scan(scan: _Scan, file: EnvelopeFile, lines: list[str], base: int, aside: _Bulk,
+          bulk: bool, taken: np.ndarray | None = None) -> _Scan:
+    """Read ``file``'s lines (``_open``): each envelope checked, then set aside in ``aside``
+    for a bulk parser (parsed when ``_BULK_CHUNK`` are held, or at the end) or parsed one by
+    one. ``taken``: per line, whether ``_Bulk.take_lines`` set it aside already (those lines
+    are not read again here: they are what this loop sets aside)."""
+    out, rows, extra, default_node = scan.out, scan.rows, scan.extra, file.default_node
+    texts = aside.file_texts(base, len(lines)) if bulk else None
     # lines with a \u escape (never set aside for a bulk parser: ``_Bulk.take``)
     escaped = texts.str.contains("\\u", literal=True).to_list() if texts is not None else []
     long_lines: list[bool] = []  # lines with a run of 19 digits: found when first asked
@@ -396,7 +414,13 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) 
             long_lines.extend(texts.str.contains(LONG_DIGITS))
         return long_lines[k]
 
-    for i, line in enumerate(lines, start=1):
+    if taken is not None and taken.any():
+        scan.taken += int(taken.sum())
+        numbered: Iterable[tuple[int, str]] = (
+            (i, lines[i - 1]) for i in (np.flatnonzero(~taken) + 1).tolist())
+    else:
+        numbered = enumerate(lines, start=1)
+    for i, line in numbered:
         if not line or line.isspace():  # blank (``not line.strip()``, without a copy)
             continue
         try:
@@ -421,7 +445,7 @@ def _scan(file: EnvelopeFile, aside: _Bulk, bulk: bool, limits: IngestSettings) 
                 source, asked = detect_tool(env["output"]), True  # of its format may read it
             if bulk and not escaped[i - 1] and aside.take(base + i, env, node, source):
                 scan.taken += 1
-                if len(aside.rows) >= _BULK_CHUNK:  # parsed now: the objects held stay few
+                if aside.held >= _BULK_CHUNK:  # parsed now: the objects held stay few
                     aside.flush()
                 continue
             try:
@@ -544,8 +568,27 @@ def _is_in_line_order(df: pl.DataFrame) -> bool:
 
 
 #: Envelopes set aside at most before they are parsed (a JSON object held costs several times
-#: its text: memory stays bounded on a large file).
+#: its text: memory stays bounded on a large file); lines ``_Bulk.take_lines`` decodes at once.
 _BULK_CHUNK = 8192
+
+#: The columns of the envelopes set aside (``_Bulk.parse``; output null: a JSON object).
+_TAKEN = {"__line": pl.Int64, "node": pl.String, "at": pl.String, "source": pl.String,
+          "device": pl.String, "port": pl.String, "output": pl.String}
+#: An envelope line ``_Bulk.take_lines`` reads in bulk: a JSON object whose keys are envelope
+#: keys (``ENVELOPE_KEYS``) and whose values are strings without a control character or a
+#: ``\u`` escape (JSON's blanks around them). ``json`` reads such a line as polars'
+#: ``json_decode`` does; a key given twice is found by counting ``_KEY_AT``, which matches
+#: only a key (in a string a ``"`` is escaped: it never follows ``{``, ``,`` or a blank).
+_WS = r"[ \t\r]*"
+_STR = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"'
+_KEY = '"(?:' + "|".join(sorted(ENVELOPE_KEYS)) + ')"'
+_SIMPLE_LINE = (rf"^{_WS}\{{{_WS}{_KEY}{_WS}:{_WS}{_STR}{_WS}"
+                rf"(?:,{_WS}{_KEY}{_WS}:{_WS}{_STR}{_WS})*\}}{_WS}$")
+_KEY_AT = rf"[{{,]{_WS}{_KEY}{_WS}:"
+_ENVELOPE = pl.Struct({k: pl.String for k in sorted(ENVELOPE_KEYS)})
+#: A node ``take_lines`` sets aside as it is (``safe_text(node.strip())`` is the node itself):
+#: printable ASCII, no blank at either end.
+_PLAIN_NODE = r"^[!-~](?:[ -~]*[!-~])?$"
 
 #: ``collected_at`` spellings read in bulk (others go through ``parse_time`` one by one):
 #: ``2026-11-28T00:00:07Z`` with optional milli- or microseconds, ``Z`` or ``+00:00``.
@@ -573,19 +616,97 @@ class _Bulk:
         #: output None: a JSON object, kept in ``docs``
         self.rows: list[tuple[int, str, str, str, str | None, str | None, str | None]] = []
         self.docs: dict[int, dict[str, Any]] = {}
+        #: envelopes set aside in bulk (``take_lines``): frames of ``rows``' columns
+        self.pending: list[pl.DataFrame] = []
+        self.n_pending = 0
         #: the frames of the envelopes parsed so far (``flush``)
         self.frames: dict[str, list[pl.DataFrame]] = {}
 
-    def add_file(self, scan: _Scan, lines: list[str], texts: pl.Series | None) -> int:
+    def add_file(self, scan: _Scan, lines: list[str], texts: pl.Series) -> int:
         """Number ``lines`` after those of the files added before; returns the number before
         the first (the file's line ``i`` is set aside as ``base + i``)."""
         base = len(self.lines)
         self.lines.extend(lines)
-        if texts is not None:
-            self.texts.append(texts)
+        self.texts.append(texts)
         self.bases.append(base)
         self.scans.append(scan)
         return base
+
+    def file_texts(self, base: int, n: int) -> pl.Series:
+        """The lines of the file numbered after ``base`` (``n`` of them), as a Series."""
+        if len(self.texts) > 1:
+            self.texts = [pl.concat(self.texts, rechunk=False)]
+        return self.texts[0].slice(base, n)
+
+    @property
+    def held(self) -> int:
+        """Envelopes set aside, not parsed yet."""
+        return len(self.rows) + self.n_pending
+
+    def take_lines(self, defaults: Sequence[str | None]) -> np.ndarray:
+        """Set aside, in bulk, the lines of the files added that ``_scan``'s loop would set
+        aside as they are (``take``): the envelopes of a text output whose every key is an
+        envelope key given once with a string value of plain escapes (``_SIMPLE_LINE``: no
+        ``\\u``, so never a lone surrogate), with ``output`` and ``collected_at``, a node (its
+        own of printable ASCII without blanks at its ends, or the file's, ``defaults[k]``, when
+        it names none), and a ``source`` with a bulk parser (``BULK_PARSERS``), named or
+        recognised (``base.detect_tools``: what ``detect_tool`` names). The lines are decoded
+        by polars a chunk of ``_BULK_CHUNK`` lines at a time (memory: a chunk's envelopes),
+        not one by one in Python; any other line is left to the loop, which reads, checks,
+        rejects or parses it as ever. Returns, per line (all files', one after another),
+        whether it was set aside."""
+        n = len(self.lines)
+        taken = np.zeros(n, dtype=bool)
+        if not self.texts or not n:
+            return taken
+        if len(self.texts) > 1:  # the files' lines as one Series (chunks: no copy)
+            self.texts = [pl.concat(self.texts, rechunk=False)]
+        texts = self.texts[0]
+        bases = pl.Series(self.bases, dtype=pl.Int64)
+        nodes = pl.Series("__default", [
+            safe_text(d.strip()) if isinstance(d, str) and d.strip() else None
+            for d in defaults], dtype=pl.String)
+        for low in range(0, n, _BULK_CHUNK):
+            part = texts.slice(low, _BULK_CHUNK)
+            where = part.str.contains(_SIMPLE_LINE).fill_null(False).arg_true()
+            if not where.len():
+                continue
+            lines = part.gather(where)
+            try:
+                env = lines.str.json_decode(_ENVELOPE).struct.unnest()
+            except INPUT_ERRORS:  # (never on lines of _SIMPLE_LINE): the loop reads them
+                continue
+            line = (where.cast(pl.Int64) + (low + 1)).alias("__line")
+            given = sum(env[k].is_not_null().cast(pl.Int32) for k in _ENVELOPE.to_schema())
+            env = env.with_columns(
+                line, nodes.gather(bases.search_sorted(line, side="left") - 1),
+                (lines.str.count_matches(_KEY_AT) == given).alias("__once"),
+                pl.select(plain_json_strings(pl.lit(lines))).to_series().alias("__plain"))
+            node = pl.col("node")
+            named = node.is_not_null() & (node != "")
+            env = env.filter(
+                pl.col("__once") & pl.col("output").is_not_null()
+                & pl.col("collected_at").is_not_null()
+                & pl.when(named).then(node.str.contains(_PLAIN_NODE))
+                .otherwise(pl.col("__default").is_not_null()))
+            unnamed = (pl.col("source").is_null() | (pl.col("source") == "")).alias("__ask")
+            env = env.with_columns(unnamed)
+            ask = env["__ask"].arg_true()
+            if ask.len():
+                env = env.with_columns(env["source"].scatter(
+                    ask, detect_tools(env["output"].gather(ask), env["__plain"].gather(ask))))
+            env = env.filter(pl.col("source").is_in(list(BULK_PARSERS)))
+            if not env.height:
+                continue
+            self.pending.append(env.select(
+                "__line", pl.when(named).then(node).otherwise(pl.col("__default")).alias("node"),
+                pl.col("collected_at").alias("at"), "source", "device", "port", "output",
+                "__plain"))
+            self.n_pending += env.height
+            taken[env["__line"].to_numpy() - 1] = True
+            if self.held >= _BULK_CHUNK:
+                self.flush()
+        return taken
 
     def _file(self, line: int) -> tuple[_Scan, int]:
         """The scan of the file a set-aside ``line`` belongs to, and the file's own line."""
@@ -595,10 +716,10 @@ class _Bulk:
     def flush(self) -> None:
         """Parse the envelopes set aside since the last flush (``parse``) and keep their
         frames."""
-        if self.rows:
+        if self.rows or self.pending:
             for table, frames in self.parse().items():
                 self.frames.setdefault(table, []).extend(frames)
-            self.rows, self.docs = [], {}
+            self.rows, self.docs, self.pending, self.n_pending = [], {}, [], 0
 
     def frames_of(self, k: int) -> dict[str, list[pl.DataFrame]]:
         """The frames parsed of file ``k`` (in the order parsed), ``__line`` its own line."""
@@ -651,19 +772,23 @@ class _Bulk:
         ``__idx``); an envelope a bulk parser declines is parsed one by one into its file's
         rows, and one whose time or output is bad is rejected into its file's rejects, as the
         line loop would."""
-        env = pl.DataFrame(
-            list(zip(*self.rows, strict=True)), orient="col",
-            schema={"__line": pl.Int64, "node": pl.String, "at": pl.String,
-                    "source": pl.String, "device": pl.String, "port": pl.String,
-                    "output": pl.String})
+        taken = [pl.DataFrame(list(zip(*self.rows, strict=True)), orient="col",
+                              schema=_TAKEN).with_columns(
+            pl.lit(None, dtype=pl.Boolean).alias("__plain"))] if self.rows else []
+        taken += self.pending  # (their ``__plain`` is known: ``take_lines``)
+        # in line order (the envelopes the loop set aside come after those taken in bulk)
+        env = taken[0] if len(taken) == 1 else pl.concat(taken).sort("__line")
         if self.texts:  # the text parsers' plain-text test, from the lines
             if len(self.texts) > 1:  # the files' lines as one Series (chunks: no copy)
                 self.texts = [pl.concat(self.texts, rechunk=False)]
-            text = env["output"].is_not_null().arg_true()
-            plain = pl.select(plain_json_strings(pl.lit(
-                self.texts[0].gather(env["__line"].gather(text) - 1)))).to_series()
-            env = env.with_columns(pl.repeat(False, env.height, eager=True)
-                                   .scatter(text, plain).alias("__plain"))
+            text = (env["output"].is_not_null() & env["__plain"].is_null()).arg_true()
+            if text.len():
+                plain = pl.select(plain_json_strings(pl.lit(
+                    self.texts[0].gather(env["__line"].gather(text) - 1)))).to_series()
+                env = env.with_columns(env["__plain"].scatter(text, plain))
+            env = env.with_columns(pl.col("__plain").fill_null(False))
+        else:
+            env = env.drop("__plain")
         fast = pl.col("at").str.contains(_BULK_TIME)
         env = env.with_columns(
             pl.when(fast).then(pl.col("at").str.replace(r"(?:Z|\+00:00)$", "")
@@ -827,13 +952,17 @@ def read_tool_files(files: Sequence[ToolFile], *,
     _load_formats()
     parsed: dict[int, Parsed] = {}
     groups: dict[str, list[tuple[int, ToolContext, str]]] = {}
+    texts = {k: text for k, f in enumerate(files)
+             if not (text := f.data.decode("utf-8", errors="replace")).lstrip().startswith("{")}
+    # (JSON: read on its own) recognised together: the formats' needs looked for at once
+    outputs = pl.Series("t", list(texts.values()), dtype=pl.String)
+    sources = dict(zip(texts, detect_tools(outputs, outputs.str.contains(PLAIN_TEXT))
+                       .to_list(), strict=True)) if texts else {}
     for k, f in enumerate(files):
-        text = f.data.decode("utf-8", errors="replace")
-        if text.lstrip().startswith("{"):  # JSON: read on its own
-            continue
-        source = detect_tool(text)
+        source = sources.get(k)
         if source is None or source not in BULK_PARSERS:
             continue
+        text = texts[k]
         device = f.device if f.device is not None else device_from_name(
             f.label.rsplit("/", 1)[-1])
         groups.setdefault(source, []).append(

@@ -38,7 +38,7 @@ from urllib.parse import unquote
 import polars as pl
 
 from ckptwatch.errors import RecordError
-from ckptwatch.sources.base import ToolContext, register_bulk, register_tool
+from ckptwatch.sources.base import ToolContext, head_line_starts, register_bulk, register_tool
 from ckptwatch.sources.pool_bulk import (
     divided,
     epoch_time,
@@ -78,7 +78,8 @@ def detect_mmpmon(output: Any) -> bool:
         line.lstrip().startswith("_fs_io_s_ ") for line in first_lines(output, 20))
 
 
-@register_tool(MMPMON_SOURCE, detect_mmpmon, needs=("_fs_io_s_ ",))
+@register_tool(MMPMON_SOURCE, detect_mmpmon, needs=("_fs_io_s_ ",),
+               detect_plain=head_line_starts("_fs_io_s_ ", lstrip=True))
 def parse_mmpmon(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``mmpmon -p`` ``fs_io_s`` -> per file system and node write and metadata counts."""
     if not isinstance(output, str):
@@ -211,7 +212,8 @@ def detect_mmlsqos(output: Any) -> bool:
         line.startswith("mmlsqos:") for line in first_lines(output, 20))
 
 
-@register_tool(MMLSQOS_SOURCE, detect_mmlsqos, needs=("mmlsqos:",))
+@register_tool(MMLSQOS_SOURCE, detect_mmlsqos, needs=("mmlsqos:",),
+               detect_plain=head_line_starts("mmlsqos:"))
 def parse_mmlsqos(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``mmlsqos -Y`` ``stats`` -> per storage pool queue depth and maintenance share."""
     if not isinstance(output, str):
@@ -261,7 +263,8 @@ def detect_waiters(output: Any) -> bool:
 _IO_COMPLETION = re.compile(r"\bfor I/O completion\b")
 
 
-@register_tool(WAITERS_SOURCE, detect_waiters, needs=("mmdiag:waiters:",))
+@register_tool(WAITERS_SOURCE, detect_waiters, needs=("mmdiag:waiters:",),
+               detect_plain=head_line_starts("mmdiag:waiters:"))
 def parse_waiters(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any]]]:
     """``mmdiag --waiters -Y`` -> rebuild activity, NSD I/O in flight and its longest wait."""
     if not isinstance(output, str):
