@@ -374,9 +374,9 @@ def mounted(args: list[str], target: Path) -> Iterator[None]:
 
 def test_failure_inside_a_batch_rolls_the_whole_batch_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failure in the middle of a batch's write (its fourth part) rolls back every
-    file of the batch, says how many were written with the one it names, and a rerun ends
-    with exactly the clean run's rows."""
+    """A failure in the middle of a batch's write (its second part: its files share a part
+    per table and day) rolls back every file of the batch, says how many were written with
+    the one it names, and a rerun ends with exactly the clean run's rows."""
     raw = _raw(tmp_path / "raw")
     (raw / "pool").rename(tmp_path / "pool-later")
     lake = tmp_path / "lake"
@@ -386,13 +386,13 @@ def test_failure_inside_a_batch_rolls_the_whole_batch_back(
     real = lake_module.pq.write_table
     calls = [0]
 
-    def fourth_part_fails(table: object, where: object, *a: object, **k: object) -> None:
+    def second_part_fails(table: object, where: object, *a: object, **k: object) -> None:
         calls[0] += 1
-        if calls[0] == 4:
+        if calls[0] == 2:
             raise enospc(str(where))
         real(table, where, *a, **k)
 
-    monkeypatch.setattr(lake_module.pq, "write_table", fourth_part_fails)
+    monkeypatch.setattr(lake_module.pq, "write_table", second_part_fails)
     with pytest.raises(LakeError) as err:
         ingest(raw, lake)
     message = str(err.value)

@@ -3,7 +3,7 @@
 Parsing (``read.parse_loaded``: the line loop, the bulk parsers, typing the rows) is most of an
 ingest's CPU and is done file group by file group; the groups are independent. A run with more
 than ``PARALLEL_BYTES`` to read hands its groups to ``workers`` processes (``spawn``ed: polars
-is not safe to fork), which parse them and encode their Parquet parts (``write.encode_parts``),
+is not safe to fork), which parse them and encode their Parquet parts (``write.encode_batch``),
 and takes their results back in the order it gave them, so the files are
 written, skipped and reported exactly as a run in one process does: loading (read, hash,
 deduplicate) and writing (journal, parts, manifest) stay in the calling process, and a crash of
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ckptwatch.ingest.discover import RawFile
 from ckptwatch.ingest.read import LoadedFile, ParsedFile, parse_loaded
-from ckptwatch.ingest.write import encode_parts
+from ckptwatch.ingest.write import batches, encode_batch, plan_batches
 from ckptwatch.lake.store import Lake
 
 #: Bytes of files beside a run's largest from which ``auto`` starts workers. Two workers cost ~2.4
@@ -155,13 +155,21 @@ Shared = tuple[str, list[tuple[int, int, int]]] | None
 def _parse_group(items: Sequence[ParsedFile | LoadedFile], shared: Shared, lake_root: Path,
                  ingested_ts: datetime) -> list[ParsedFile]:
     """``parse_loaded`` in a worker (under the run's limits, which each file carries:
-    ``RawFile.limits``), each file's parts encoded for the
-    lake at ``lake_root`` (``write.encode_parts``: the Parquet encoding is done here too); the
-    files' bytes first taken from shared memory when ``shared`` says where."""
+    ``RawFile.limits``), each batch's parts encoded for the lake at ``lake_root``
+    (``write.encode_batch``: the Parquet encoding is done here too); the files' bytes first
+    taken from shared memory when ``shared`` says where."""
     lake = Lake(lake_root)
     if shared is not None:
         items = _from_shared(items, *shared)
-    return [encode_parts(lake, pf, ingested_ts) for pf in parse_loaded(items)]
+    return [pf for batch in batches(_parse_batched(items))
+            for pf in encode_batch(lake, batch, ingested_ts)]
+
+
+def _parse_batched(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
+    """``parse_loaded`` of a group, its write batches marked (``write.plan_batches``, under
+    the run's limits, which each file carries)."""
+    parsed = parse_loaded(items)
+    return plan_batches(parsed, parsed[0].raw.limits) if parsed else parsed
 
 
 def _from_shared(items: Sequence[ParsedFile | LoadedFile], name: str,
@@ -350,7 +358,7 @@ class Parsing:
             return []
         pool = self._executor()
         if pool is None and not self._pending:
-            return parse_loaded(group)
+            return _parse_batched(group)
         future: Future[list[ParsedFile]] | None = None
         shared: Shared = None
         if pool is not None:
@@ -389,7 +397,7 @@ class Parsing:
                 self._broken(exc)
             finally:
                 self._segments.release(shared)
-        return parse_loaded(group)
+        return _parse_batched(group)
 
     def _broken(self, exc: BaseException) -> None:
         """A worker died (killed, out of memory): the rest is parsed in this process."""

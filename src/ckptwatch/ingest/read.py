@@ -53,11 +53,14 @@ from ckptwatch.sources.tabular import LOADERS, read_table
 
 @dataclass
 class EncodedParts:
-    """A file's lake parts encoded ahead of its write (``write.encode_parts``, in a parse
-    worker): (table, part path, Parquet bytes) in the order written, and rows per table."""
+    """A file's lake parts encoded ahead of its write (``write.encode_batch``, in a parse
+    worker): (table, part path, Parquet bytes) in the order written, and rows per table.
+    ``held``: the parts holding its rows where the files of its batch share parts (those of
+    the batch are then all in its first file's ``parts``); None: its own ``parts``."""
 
     parts: list[tuple[str, str, bytes]]
     rows: dict[str, int]
+    held: list[str] | None = None
 
 
 @dataclass
@@ -75,6 +78,8 @@ class ParsedFile:
     failure: str | None = None
     #: Its parts, encoded (``parsed`` then holds its rejects and notes, not its rows).
     encoded: EncodedParts | None = None
+    #: The last file of a batch the ingest writes together (``write.plan_batches``).
+    ends_batch: bool = False
 
     @property
     def n_rows(self) -> int:

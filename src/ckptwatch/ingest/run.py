@@ -20,7 +20,7 @@ from ckptwatch.errors import LakeError
 from ckptwatch.ingest.discover import RawFile, discover
 from ckptwatch.ingest.parallel import Parsing, workers_for
 from ckptwatch.ingest.read import LoadedFile, ParsedFile, load_file, skip_known
-from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, write_files
+from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, to_ingest, write_files
 from ckptwatch.lake.schema import ENVELOPE_SOURCES
 from ckptwatch.lake.store import Lake
 from ckptwatch.settings import INGEST, IngestSettings, ingest_settings, parse_workers, sql_dir
@@ -116,13 +116,13 @@ def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[Un
     if not rels:
         return []
     root = Path(lake_root)
-    parts: dict[str, list[str]] = {}
+    parts: dict[str, dict[str, None]] = {}  # (a part the files of a batch share: once)
     for entry in Lake(root).manifest():
         if entry.path in rels:
             for rel in entry.parts:
                 table = rel.split("/", 1)[0]
                 if table in METRIC_TABLES:
-                    parts.setdefault(table, []).append(str(root / rel))
+                    parts.setdefault(table, {})[str(root / rel)] = None
     out: list[UnusedMetrics] = []
     con = duckdb.connect()
     try:
@@ -159,7 +159,7 @@ def unused_metric_names(lake_root: Path, files: Sequence[FileResult]) -> list[Un
                     ) as used,
                 from names
                 order by names.source_file, names.name
-            """, {"paths": paths, "table": table,
+            """, {"paths": list(paths), "table": table,
                   **({"tools": list(TOOL_VOCABULARY_SOURCES)} if table != "pool_metrics"
                      else {})}).fetchall()
             per_file: dict[str, tuple[dict[str, int], int, bool]] = {}
@@ -269,7 +269,6 @@ def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: da
                   parsing: Parsing) -> None:
     limits = _limits(files)
     batch: list[ParsedFile] = []
-    batch_rows = 0
     #: files loaded, to be parsed together (``read.parse_loaded``), and their keys and bytes
     loaded: list[ParsedFile | LoadedFile] = []
     loaded_keys: set[str] = set()
@@ -284,17 +283,13 @@ def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: da
         batch.clear()
 
     def add(pf: ParsedFile) -> None:
-        nonlocal batch_rows
-        if pf.failure:  # written on its own, at once, as it always was
-            flush()
+        # the batches as the parse marked them (``write.plan_batches``: at most batch_files
+        # files and about batch_rows rows; a file that failed to read on its own)
         batch.append(pf)
         if _to_ingest(pf):
             known.add(pf.key)
-            batch_rows += pf.n_rows
-        if pf.failure or batch_rows >= limits.batch_rows \
-                or sum(map(_to_ingest, batch)) >= limits.batch_files:
+        if pf.ends_batch:
             flush()
-            batch_rows = 0
 
     def parse_loaded_files(wait: bool = False) -> None:
         nonlocal loaded_bytes
@@ -331,9 +326,7 @@ def _limits(files: Sequence[RawFile]) -> IngestSettings:
     return files[0].limits if files else INGEST
 
 
-def _to_ingest(pf: ParsedFile) -> bool:
-    """True when ``write_files`` ingests ``pf`` (it is neither skipped, ignored nor failed)."""
-    return not (pf.error or pf.already or pf.failure or pf.raw.kind == "ignored")
+_to_ingest = to_ingest
 
 
 def run_stopped(exc: LakeError, raw: RawFile | list[RawFile],

@@ -248,23 +248,29 @@ def atomic_write_many(items: Sequence[tuple[Path, bytes | pa.Table]]) -> None:
         raise
 
 
-def _uncommitted_parts(journal: Path, committed: set[str]) -> list[Any] | None:
+def _uncommitted_parts(journal: Path, committed: set[str]
+                       ) -> tuple[list[Any] | None, list[str]]:
     """The parts a journal entry names that belong to no committed file: all its parts (one
     file's entry, ``begin``), or those of its files without a manifest entry (a batch's,
-    ``begin_batch``; None when every one of its files is committed). A damaged entry names
-    none."""
+    ``begin_batch``; None when every one of its files is committed); and the committed files
+    to roll back with them: those of a batch whose files share parts (``shared``), all of
+    whose parts go unless all of its files are committed. A damaged entry names none."""
     try:
         data = json.loads(journal.read_text())
         files = data.get("files")
         if isinstance(files, dict):
             if all(k in committed for k in files):
-                return None
+                return None, []
+            if data.get("shared") is True:
+                parts = data.get("parts", [])
+                return (parts if isinstance(parts, list) else [],
+                        [k for k in files if isinstance(k, str) and k in committed])
             return [p for k, ps in files.items() if k not in committed
-                    and isinstance(ps, list) for p in ps]
+                    and isinstance(ps, list) for p in ps], []
         parts = data.get("parts", [])
     except (ValueError, AttributeError, UnicodeDecodeError):
-        return []
-    return parts if isinstance(parts, list) else []
+        return [], []
+    return (parts if isinstance(parts, list) else []), []
 
 
 @dataclass(frozen=True)
@@ -452,6 +458,16 @@ class Lake:
             with contextlib.suppress(OSError):  # only succeeds when the partition is empty
                 path.parent.rmdir()
 
+    def _uncommit(self, keys: list[str]) -> None:
+        """Remove the manifest entries of ``keys`` (file keys: hex digests, never a path),
+        durably: their files are read again by the next run."""
+        for k in keys:
+            if re.fullmatch(r"[0-9a-f]{64}", k):
+                for name in (f".{k}.json.tmp", f"{k}.json"):
+                    with contextlib.suppress(FileNotFoundError):
+                        (self.root / MANIFEST_DIR / name).unlink()
+        _fsync_dir(self.root / MANIFEST_DIR)
+
     def recover(self) -> int:
         """Roll back the parts of source files whose ingest was interrupted; returns count.
 
@@ -465,10 +481,13 @@ class Lake:
             if p.stem in committed:  # killed between manifest write and journal removal
                 p.unlink()
                 continue
-            parts = _uncommitted_parts(p, committed)
+            parts, uncommit = _uncommitted_parts(p, committed)
             if parts is None:  # a batch killed after its last manifest entry: all committed
                 p.unlink()
                 continue
+            if uncommit:  # a batch of shared parts, killed half way through its commit
+                self._uncommit(uncommit)
+                committed.difference_update(uncommit)
             self._remove_parts(parts)
             p.unlink()
             n += 1
@@ -494,11 +513,16 @@ class Lake:
     #    its parts removed by ``recover`` and is read again by the rerun, whole.
     # So after any crash each file is in the lake once, whole, or not at all, as with one
     # journal entry per file; only the number of fsyncs differs (about 2 per file, not 6).
-    def begin_batch(self, key: str, files: dict[str, list[str]]) -> None:
-        """Journal the parts about to be written for several source files (by file key)."""
+    # A batch whose files share parts (``shared``: a part holds the rows of several of them)
+    # is one transaction on recovery: a crash before its last manifest entry rolls back every
+    # file of it, the committed ones' manifest entries first, then its parts (step 4 for all
+    # of its files), and the rerun reads them all again.
+    def begin_batch(self, key: str, files: dict[str, list[str]], shared: bool = False) -> None:
+        """Journal the parts about to be written for several source files (by file key);
+        ``shared``: the files share parts (a part may be named under several of them)."""
         atomic_write_bytes(self.root / INFLIGHT_DIR / f"{key}.json", json.dumps(
-            {"key": key, "parts": [p for ps in files.values() for p in ps],
-             "files": files}).encode())
+            {"key": key, "parts": list(dict.fromkeys(p for ps in files.values() for p in ps)),
+             "files": files, **({"shared": True} if shared else {})}).encode())
 
     def write_parts(self, parts: Sequence[tuple[str, Table, pl.DataFrame | bytes]]) -> None:
         """Write several parts (relative path, table, rows; or the part's Parquet bytes,
