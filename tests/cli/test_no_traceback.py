@@ -10,6 +10,7 @@ ckptwatch's cache directory."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,25 @@ CASES: list[tuple[str, list[str]]] = [
 ]
 
 
+#: The cases whose command starts its local Prefect server before it fails.
+_STARTS_PREFECT = {"demo-missing-raw"}
+
+
+def _seed_prefect_database(home: Path, config: pytest.Config) -> None:
+    """The Prefect database of the home's default Prefect home (~/.cache/ckptwatch/prefect)
+    from the migrated copy the test harness keeps (tests/conftest.py), when there is one: the
+    server then starts without migrating a new database (~8 CPU s less). What is checked here
+    is the error path; the first start in a new home, migrations and all, is
+    tests/cli/test_quiet_prefect.py's and the wheel check's demo."""
+    from tests.conftest import prefect_db_template
+
+    template = prefect_db_template(config, home / "no-cache")
+    if template.is_file():
+        db = home / ".cache" / "ckptwatch" / "prefect" / "prefect.db"
+        db.parent.mkdir(parents=True)
+        shutil.copyfile(template, db)
+
+
 def _env(home: Path) -> dict[str, str]:
     """A new user's environment: no CKPTWATCH_/PREFECT_ variables, an empty home."""
     env = {k: v for k, v in os.environ.items()
@@ -78,10 +98,13 @@ def test_every_command_has_a_case() -> None:
 
 @pytest.mark.parametrize(("case", "argv"), CASES, ids=[c for c, _ in CASES])
 def test_an_error_path_is_one_line_and_no_traceback(case: str, argv: list[str],
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path,
+                                                    request: pytest.FixtureRequest) -> None:
     (tmp_path / "file").write_text("not a lake\n")
     (tmp_path / "dir").mkdir()
     (tmp_path / "home").mkdir()
+    if case in _STARTS_PREFECT:
+        _seed_prefect_database(tmp_path / "home", request.config)
     args = [a.replace("{t}", str(tmp_path)) for a in argv]
     done = subprocess.run([sys.executable, "-m", "ckptwatch.cli.main", *args],
                           cwd=tmp_path, env=_env(tmp_path / "home"), capture_output=True,
