@@ -59,4 +59,5 @@
 .read sql/marts/pool_bursts.sql
 .read sql/marts/pool_job_schedules.sql
 .read sql/marts/stall_coverage.sql
+.read sql/marts/stall_saturation.sql
 .read sql/marts/stall_signals.sql

@@ -23,7 +23,7 @@ def test_training_on_one_cause_is_a_model_error() -> None:
 def test_training_on_two_causes_gives_probabilities_of_every_label() -> None:
     model = AttributionModel.train(_features(4), ["gc", "metadata", "gc", "metadata"])
     [p] = model.probabilities(_features(1))
-    assert set(p) == {"gc", "metadata", "fabric_pause", "unknown"}
+    assert set(p) == {"gc", "metadata", "fabric_pause", "saturation", "unknown"}
     assert p["gc"] + p["metadata"] == pytest.approx(1.0)
 
 

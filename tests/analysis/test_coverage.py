@@ -180,7 +180,7 @@ def test_a_model_never_turns_no_telemetry_into_a_cause(tmp_path: Path) -> None:
     [ranked] = attribute(features, model)
     assert ranked[0].cause == NO_TELEMETRY and ranked[0].score == 0.0
     assert set(model.probabilities(features)[0]) == {"gc", "metadata", "fabric_pause",
-                                                     "unknown"}
+                                                     "saturation", "unknown"}
 
 
 def test_evaluate_counts_no_telemetry_in_its_own_row_and_column() -> None:

@@ -28,7 +28,7 @@ import polars as pl
 
 from ckptwatch.analysis.stalls import FEATURES, POOL_WIDE_SHARE, Z_ELEVATED
 
-CAUSES = ("gc", "metadata", "fabric_pause")
+CAUSES = ("gc", "metadata", "fabric_pause", "saturation")
 #: Telemetry was there and no cause stands out.
 UNKNOWN = "unknown"
 #: None of the telemetry any cause needs reached the slow ranks' hosts: nothing could be
@@ -44,6 +44,9 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "gc": ("smart", "pool_gc"),
     "metadata": ("pool_metadata", "phases"),
     "fabric_pause": ("fabric",),
+    # the pool's own write throughput (pool_demand's measured_bps); the records' demand alone
+    # shows the jobs' burst but not the other tenants'
+    "saturation": ("pool",),
 }
 #: The telemetry feeds (``stall_coverage``): with none of them, a stall where no cause stands
 #: out is ``no_telemetry``. Phases come with the checkpoint records: they can show a metadata
@@ -55,6 +58,16 @@ MIN_TOP_SCORE = 0.2
 #: which it stands out of its noise, minus that share on the checkpoint's other hosts, is at
 #: least this (``stalls.features_of``: ``*_separation``).
 SEPARATION_SUPPORT = 0.5
+#: A pool whose load (max of the ranks' demand and its measured write throughput, over its
+#: capacity) had a median of at least this over a stall's window wrote at its ceiling: the
+#: pool set the pace, not the ranks (``stall_saturation.utilisation_median``). GC, metadata
+#: and a fabric pause slow the ranks and so the pool's throughput falls (0.15-0.4 measured on
+#: simulated days), a burst keeps it at the ceiling (0.73-0.98). Below a second's
+#: ``saturation_utilisation`` (sql/session.sql): the pool's telemetry averages its
+#: throughput over intervals of 30 s and more, which dilutes a burst of a minute.
+CEILING_SHARE = 0.65
+#: A burst slows every rank of its jobs, not a few: at least this share of the ranks slow.
+SATURATION_SLOW_FRAC = 0.5
 
 
 @dataclass
@@ -141,8 +154,8 @@ def _pool_wide(f: Mapping[str, Any]) -> str | None:
     up, n = f.get("write_latency_up") or [], f.get("write_latency_n_targets") or 0
     if not n or f.get("write_latency_share_up", 0.0) <= POOL_WIDE_SHARE:
         return None
-    # Hook for pool saturation (issue 45): write latency up on most of the job's targets is the
-    # pool as a whole, no cause of CAUSES; it is named here and supports nothing.
+    # Write latency up on most of the job's targets is the pool as a whole: evidence of
+    # saturation where the pool was at its ceiling (_saturation_verdict), else a note.
     return (f"pool write latency up on {len(up)}/{n} of the job's targets ({_hosts(up)}): the "
             "pool as a whole is slow, not GC on the slow ranks' targets")
 
@@ -172,6 +185,9 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
     """
     data_side = 0.5 + 0.5 * (1.0 - f["metadata_share"])
     out = []
+    saturation = _saturation_verdict(f, data_side)
+    ceiling = _clip((f["pool_load"]["utilisation_median"] - 0.5) / 0.4) \
+        if saturation.supported else 0.0
 
     # fabric_pause: pause frames / PortXmitWait on the slow ranks' NICs, out of their noise
     # and not on the checkpoint's other nodes.
@@ -179,6 +195,11 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
     fab_support = z >= Z_ELEVATED and sep >= SEPARATION_SUPPORT
     fab_score = _strength(z) * _clip(sep) * data_side
     ev = []
+    incast = saturation.supported and z >= Z_ELEVATED
+    if incast:
+        # pauses on the writers of a pool at its ceiling: the incast of the burst (a switch
+        # pauses its senders when the pool's ports queue up), its consequence, ranked below
+        fab_score *= 1.0 - ceiling
     if z >= Z_ELEVATED:
         hosts = f.get("fabric_hosts_elevated") or []
         leaves = f.get("slow_leaves") or []
@@ -196,6 +217,13 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
             ev.append(f"x{10 ** f['fabric_log_contrast']:.0f} the checkpoint's other nodes")
     if f["leaf_purity"] > 0.5 and f.get("top_leaf"):
         ev.append(f"slow ranks cluster on leaf {f['top_leaf']} (purity {f['leaf_purity']:.2f})")
+    if incast:
+        ev.append("the pool was at its ceiling over the window (saturation): pauses on its "
+                  "writers are the burst's incast, a consequence ranked below it")
+        saturation.evidence.append(
+            f"pause / PortXmitWait up on {len(f.get('fabric_hosts_elevated') or [])}/"
+            f"{len(f['slow_nodes'])} of the slow ranks' nodes: the incast of the saturated "
+            "pool, its consequence, not its cause")
     out.append(CauseVerdict("fabric_pause", fab_score, fab_support, fab_score, evidence=ev))
 
     # gc: the slow ranks' drives / targets collect garbage: write amplification (OCP media vs
@@ -295,7 +323,75 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
         ev.append(f"{share:.0%} of the slow ranks' extra time in open/close, "
                   f"{f['slow_frac']:.0%} of ranks slow")
     out.append(CauseVerdict("metadata", md_score, md_support, md_score, evidence=ev))
+    out.append(saturation)
     return out
+
+
+#: How ``stall_saturation.capacity_source`` reads in evidence.
+CAPACITY_SOURCES = {
+    "configured": "configured",
+    "telemetry": "estimated: the most its telemetry showed it taking with healthy latency",
+    "records": "estimated: the most the ranks' records showed it taking",
+}
+
+
+def _bytes(n: float) -> str:
+    """Bytes for people: 9.4 TB, 310 GB, 12 MB."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
+    """saturation: the shared pool wrote at its ceiling over the stall's window
+    (``CEILING_SHARE``), every rank slowed rather than a few (``SATURATION_SLOW_FRAC``), the
+    slow ranks' extra time in the data path, not in open/close (that is metadata); where the
+    pool reports write latency, up on most of the job's targets, not on a few (GC's)."""
+    load = f.get("pool_load") or {}
+    u = load.get("utilisation_median")
+    if u is None:
+        return CauseVerdict("saturation", 0.0, False, 0.0)
+    n_lat = f.get("write_latency_n_targets") or 0
+    wide = n_lat > 0 and f.get("write_latency_share_up", 0.0) > POOL_WIDE_SHARE
+    few = (n_lat > 0 and not wide and bool(f.get("write_latency_up"))
+           and f.get("write_latency_separation", 0.0) >= SEPARATION_SUPPORT)
+    broad = f["slow_frac"] >= SATURATION_SLOW_FRAC
+    data_path = f["has_phases"] == 0 or f["metadata_share"] < 0.5
+    # the records alone show the jobs' demand against their own busiest seconds: a ceiling
+    # needs the pool's measured throughput or a configured capacity
+    known = bool(load.get("has_measured")) or load.get("capacity_source") == "configured"
+    support = u >= CEILING_SHARE and broad and data_path and not few and known
+    score = (_clip((u - 0.5) / 0.4) * (0.5 + 0.5 * f["slow_frac"]) * data_side
+             * (1.0 if wide or not n_lat else 0.8))
+    ev = []
+    if u >= CEILING_SHARE:
+        cap = load["capacity_bps"]
+        source = CAPACITY_SOURCES.get(load.get("capacity_source"), load.get("capacity_source"))
+        ev.append(f"pool {load['pool']} wrote at {u:.0%} of its capacity ({cap / 1e9:.1f} GB/s,"
+                  f" {source}) over the stall's window (median of its {load['n_seconds']} s; "
+                  f"{load['saturated_share']:.0%} of them saturated)")
+        jobs = load.get("jobs") or []
+        shares = ", ".join(
+            ("this job" if j["job_id"] == f.get("job_id") else j["job_id"])
+            + f" {j['share']:.0%}" for j in jobs[:3])
+        more = f" (+{len(jobs) - 3} more)" if len(jobs) > 3 else ""
+        ev.append(f"{load['peak_ranks']:,} ranks at once of {load['n_jobs']} "
+                  f"job{'s' if load['n_jobs'] != 1 else ''} wrote "
+                  f"{_bytes(load['demand_bytes'])} in {load['n_seconds']} s against "
+                  f"{cap / 1e9:.1f} GB/s: {shares}{more}")
+        if not broad:
+            ev.append(f"but only {f['slow_frac']:.0%} of the ranks were slow: a burst slows "
+                      "every rank")
+        if few:
+            ev.append("but the pool's write latency is up on a few of the job's targets, the "
+                      "slow ranks', not across the pool")
+    wide_line = _pool_wide(f)
+    if support and wide_line is not None:
+        ev.append(wide_line)
+    if support:
+        ev += _queue_lines(f.get("queue_slow") or [], "a target of the job")
+    return CauseVerdict("saturation", score, support, score, evidence=ev)
 
 
 def feature_matrix(features: pl.DataFrame) -> np.ndarray:
@@ -420,8 +516,11 @@ def judgeable(coverage: Mapping[str, Any] | None) -> dict[str, bool]:
     ``stall_coverage`` row; None: coverage unknown, every cause judged as before)."""
     if coverage is None:
         return dict.fromkeys(CAUSES, True)
-    return {c: any(bool(coverage.get(f"has_{fam}")) for fam in fams)
-            for c, fams in NEEDS.items()}
+    can = {c: any(bool(coverage.get(f"has_{fam}")) for fam in fams)
+           for c, fams in NEEDS.items()}
+    # a checkpoint that wrote to no shared pool cannot have saturated one: judged, not it
+    can["saturation"] = can["saturation"] or not coverage.get("writes_to_pool", True)
+    return can
 
 
 def _names(items: list[str], limit: int = 4) -> str:
@@ -447,6 +546,10 @@ def coverage_evidence(coverage: Mapping[str, Any] | None, f: Mapping[str, Any]) 
         "the slow ranks' targets"
     if not can["gc"]:
         out.append(f"no SMART or pool GC telemetry reached {on_targets}: gc cannot be judged")
+    if not can["saturation"]:
+        out.append("no pool telemetry reached the job's pool: its write throughput is unknown "
+                   "(the records show only these jobs' demand): saturation is judged only "
+                   "against a configured capacity ([pool] write_bandwidth_gbs)")
     if not can["metadata"]:
         out.append(f"no pool metadata telemetry reached {on_targets} and the slow ranks' "
                    "records carry no phase seconds: metadata cannot be judged")

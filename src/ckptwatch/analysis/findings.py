@@ -37,7 +37,8 @@ from ckptwatch.lake.query import connect
 #: The views attribution reads (``stall_features``): a connection for it builds only these
 #: and what they read.
 ATTRIBUTION_VIEWS = ("stalls", "stall_ranks", "stall_signals", "int_signal_noise",
-                     "counter_windows", "stall_coverage", "stall_pool_jobs")
+                     "counter_windows", "stall_coverage", "stall_pool_jobs",
+                     "stall_saturation")
 
 
 @dataclass(frozen=True)

@@ -355,6 +355,7 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
             con, "select * from stall_coverage where ($job is null or job_id = $job)",
             {"job": job}).iter_rows(named=True)}
         own = _pool_job_rows(con, job)
+        loads = _saturation_rows(con, job)
     rows = []
     for st in stalls.iter_rows(named=True):
         key = (pl.col("job_id") == st["job_id"]) & (pl.col("step") == st["step"])
@@ -362,7 +363,8 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
         rows.append({**st, **features_of(ranks.filter(key), signals.filter(key), noise,
                                          history.filter(pl.col("job_id") == st["job_id"])),
                      "coverage": None if cov is None else coverage_of(cov),
-                     "pool_job": own.get((st["job_id"], int(st["step"])), [])})
+                     "pool_job": own.get((st["job_id"], int(st["step"])), []),
+                     "pool_load": loads.get((st["job_id"], int(st["step"])))})
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
@@ -390,6 +392,24 @@ def _pool_job_rows(con: duckdb.DuckDBPyConnection,
             order by job_id, step, level_ms / nullif(baseline_ms, 0) desc nulls last, target
             """, {"job": job}).iter_rows(named=True):
         out.setdefault((r["job_id"], int(r["step"])), []).append(r)
+    return out
+
+
+def _saturation_rows(con: duckdb.DuckDBPyConnection,
+                     job: str | None) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each pool stall's ``stall_saturation`` row (the shared pool's load over its window;
+    of its pools, the most loaded); none when the connection did not build the mart."""
+    built = con.execute("select count(*) from duckdb_views() "
+                        "where view_name = 'stall_saturation'").fetchall()
+    if not built[0][0]:
+        return {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in run_sql(con, """
+            select * from stall_saturation
+            where $job is null or job_id = $job
+            order by job_id, step, utilisation_median desc nulls last, pool
+            """, {"job": job}).iter_rows(named=True):
+        out.setdefault((r["job_id"], int(r["step"])), r)
     return out
 
 

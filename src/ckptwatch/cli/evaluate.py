@@ -56,7 +56,9 @@ def _scenario_flags(p: argparse.ArgumentParser) -> None:
                    "coarse_smart, local_wa_only, weak, background, no_topology, no_phases, "
                    "no_ocp, no_pool) or a comma list of those, checkpoints_only (checkpoint "
                    "records and jobs, no SMART, fabric, pool or topology: the stalls' label "
-                   "is then no_telemetry) and the families sampled as clusters sample: "
+                   "is then no_telemetry), burst (correlated checkpoint bursts that saturate "
+                   "the pool, on RoCE: label saturation) and the families sampled as clusters "
+                   "sample: "
                    "smart_apart (the SMART health and OCP logs read at different moments and "
                    "cadences), skewed_clocks (host clocks off by up to 2 s), as_clusters "
                    "(both, every tool format, two NICs per node)")

@@ -103,6 +103,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--background-per-stall", type=float, default=_DEFAULTS.background_per_stall,
                    metavar="P", help="probability, per stall, of an unrelated episode (a pause "
                    "burst, GC) on hosts the stall does not slow (default: %(default)s)")
+    p.add_argument("--bursts-per-hour", type=float, default=_DEFAULTS.bursts_per_hour,
+                   metavar="N", help="correlated checkpoint bursts per hour that saturate the "
+                   "pool (pool jobs' checkpoints moved to one moment, every rank slowed by "
+                   "demand over capacity; labelled saturation), and as many that stay under "
+                   "it (default: %(default)s)")
     p.add_argument("--omit", type=_omit, default=_DEFAULTS.omit, metavar="FAMILIES",
                    help=f"telemetry families not written, comma-separated: {', '.join(OMITTABLE)} "
                    "(default: none)")
@@ -153,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         format_mix=args.format_mix, pool_format=args.pool_format,
         nics_per_node=args.nics_per_node,
         gc_evidence=args.gc_evidence, signal_strength=args.signal_strength,
-        background_per_stall=args.background_per_stall, omit=args.omit,
+        background_per_stall=args.background_per_stall, bursts_per_hour=args.bursts_per_hour,
+        omit=args.omit,
         tool_clocks=args.tool_clocks, clock_skew_s=args.clock_skew,
     )
     if not args.quiet:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 #: One colour per attributed cause (the report's badges use the same).
 CAUSE_COLORS = {"gc": "#f58518", "metadata": "#8e6bbf", "fabric_pause": "#e45756",
-                "unknown": "#7f7f7f", "no_telemetry": "#c7c7c7"}
+                "saturation": "#b279a2", "unknown": "#7f7f7f", "no_telemetry": "#c7c7c7"}
 #: One colour per phase of a rank's write (open/close are metadata: purples).
 PHASE_COLORS = {"open": "#8e6bbf", "write": "#4c78a8", "fsync": "#72b7b2",
                 "close": "#c9a7e4", "other": "#d0d0d0", "total": "#9d9d9d"}

@@ -9,6 +9,7 @@ never the other way: scenario -> workload, incidents, effects, telemetry -> clus
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,7 +64,7 @@ class Incident:
     """An injected episode: cause, scope, window and the magnitudes of its signals."""
 
     id: str
-    cause: str  # gc | metadata | fabric_pause | unknown
+    cause: str  # gc | metadata | fabric_pause | saturation | unknown
     kind: str  # stall | confounder
     variant: str
     job_id: str | None
@@ -76,6 +77,8 @@ class Incident:
     ranks: tuple[int, ...] = ()
     slowdown: float = 1.0
     signal: dict[str, float] = field(default_factory=dict)
+    #: the jobs a pool-wide incident slows (``saturation``: the burst's jobs, all their ranks)
+    jobs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -217,6 +220,25 @@ def grouped(group: np.ndarray, n_groups: int, starts: np.ndarray, ends: np.ndarr
         sel = order[bounds[g]:bounds[g + 1]]
         out.append(Cumulative.build(starts[sel], ends[sel], amounts[sel]))
     return out
+
+
+def tenant_surges(incidents: Sequence[Incident], n_targets: int) -> list[Cumulative]:
+    """Per pool target, the cumulative bytes the other tenants of a saturated pool write
+    during its bursts (``saturation`` incidents: each ``_surge<i>`` segment's bytes/s over its
+    ``_start``-``_end``, spread evenly over the burst's targets)."""
+    rows = []
+    for inc in incidents:
+        if inc.cause != "saturation" or not inc.targets:
+            continue
+        i = 0
+        while f"_surge{i}_bps" in inc.signal:
+            a, b = inc.signal[f"_surge{i}_start"], inc.signal[f"_surge{i}_end"]
+            share = inc.signal[f"_surge{i}_bps"] / len(inc.targets) * (b - a)
+            rows += [(t, a, b, share) for t in inc.targets]
+            i += 1
+    group = np.array([r[0] for r in rows], dtype=np.int64)
+    starts, ends, amounts = (np.array([r[k] for r in rows], dtype=float) for k in (1, 2, 3))
+    return grouped(group, n_targets, starts, ends, amounts)
 
 
 def overlap(a0: np.ndarray, a1: np.ndarray, s: float, e: float) -> np.ndarray:

@@ -72,6 +72,11 @@ class SimulationConfig:
     #: slow (a pause burst on the checkpoint's fast nodes, GC on a target its slow ranks do not
     #: use): activity that singles out no slow rank. 0: none.
     background_per_stall: float = 0.0
+    #: Correlated checkpoint bursts per hour (``saturation``): pool jobs' checkpoints aligned
+    #: on one moment, the pool's bandwidth shared by all their ranks and other tenants, every
+    #: rank slowed by demand over capacity; as many bursts that stay under it (confounders).
+    #: 0: none (the pool jobs' phases fall where their schedules put them).
+    bursts_per_hour: float = 0.0
     #: Telemetry families left out of the scenario (``OMITTABLE``): ``topology`` (no
     #: topology.csv), ``phases`` (no open/write/fsync/close columns), ``ocp`` (no OCP SMART:
     #: no media bytes written, so no write amplification), ``pool`` (no pool metrics),
@@ -143,6 +148,7 @@ class SimulationConfig:
              f"signal_strength must be one of {', '.join(SIGNAL_STRENGTHS)}"),
             (0.0 <= self.background_per_stall <= 1.0,
              "background_per_stall must be between 0 and 1"),
+            (0.0 <= self.bursts_per_hour <= 10.0, "bursts_per_hour must be between 0 and 10"),
             (self.tool_clocks in TOOL_CLOCKS,
              f"tool_clocks must be one of {', '.join(TOOL_CLOCKS)}"),
             (0.0 <= self.clock_skew_s <= MAX_CLOCK_SKEW_S,

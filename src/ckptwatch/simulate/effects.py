@@ -29,6 +29,8 @@ def _scope(inc: Incident, job: Job, j: int) -> tuple[np.ndarray, np.ndarray] | N
         return None
     if inc.cause == "fabric_pause":
         return np.isin(job.rank_node, inc.nodes), ones
+    if inc.cause == "saturation":  # every rank of the burst's jobs shares the pool
+        return (np.full(job.n_ranks, job.job_id in inc.jobs), ones) if inc.jobs else None
     if inc.cause == "metadata":
         if job.tier != "pool":
             return None
@@ -45,7 +47,7 @@ def _effect(i: int, inc: Incident, job: Job, j: int) -> Effect | None:
     A reached rank is held up by ``slowdown - 1`` times the job's normal barrier (scaled by how
     much of the rank's write the incident covers), so the barrier grows to about ``slowdown``
     times normal; the extra time goes where the cause puts it (gc: write and fsync,
-    fabric_pause: mostly write, unknown: write or fsync). Metadata adds latency x operations
+    fabric_pause and saturation: mostly write, unknown: write or fsync). Metadata adds latency x operations
     to open and close.
     """
     d0 = job.d0
@@ -67,6 +69,8 @@ def _effect(i: int, inc: Incident, job: Job, j: int) -> Effect | None:
         fa = extra - wa
     elif inc.cause == "fabric_pause" and job.tier == "pool":
         wa, fa = 0.9 * extra, 0.1 * extra
+    elif inc.cause == "saturation":  # the data waits in the pool's queues: writes and fsync
+        wa, fa = 0.85 * extra, 0.15 * extra
     elif inc.cause == "fabric_pause":
         wa = inc.signal.get("local_slowdown", 0.02) * w0 * ov
     elif inc.cause == "metadata":

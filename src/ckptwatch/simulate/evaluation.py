@@ -53,6 +53,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "local_wa_only": {"smart": True, "gc_evidence": "wa_only"},
     "weak": {"signal_strength": "weak"},
     "background": {"background_per_stall": 0.7},
+    "burst": {"bursts_per_hour": 0.5, "jobs": 4, "fabric": "roce"},
     "no_topology": {"omit": ("topology",)},
     "no_phases": {"omit": ("phases",)},
     "no_ocp": {"omit": ("ocp",)},
@@ -67,11 +68,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: families): compare them with ``base`` and ``coarse_smart``, which sample every tool of a
 #: host at one instant on one clock.
 SAMPLING_FAMILIES = ("smart_apart", "skewed_clocks", "as_clusters")
-#: What ``varied`` cycles through (the training and evaluation default; ``checkpoints_only`` and
-#: ``SAMPLING_FAMILIES`` are asked for by name, so the seeds keep their families).
-VARIED = tuple(f for f in FAMILIES if f != "checkpoints_only" and f not in SAMPLING_FAMILIES)
+#: What ``varied`` cycles through (the training and evaluation default; ``checkpoints_only``,
+#: ``burst`` and ``SAMPLING_FAMILIES`` are asked for by name, so the seeds keep their families).
+#: ``burst``: correlated checkpoint bursts that saturate the pool on a RoCE fabric (the incast's
+#: pauses on every writer), four jobs of which at least two write to the pool.
+VARIED = tuple(f for f in FAMILIES
+               if f not in ("checkpoints_only", "burst") and f not in SAMPLING_FAMILIES)
 #: Families with every telemetry family present: the headline figures.
-COMPLETE_FAMILIES = ("base", "coarse_smart", "local_wa_only", "weak", "background",
+COMPLETE_FAMILIES = ("base", "coarse_smart", "local_wa_only", "weak", "background", "burst",
                      *SAMPLING_FAMILIES)
 
 

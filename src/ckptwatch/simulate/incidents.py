@@ -41,15 +41,18 @@ class IncidentPlanner:
                  rng: np.random.Generator, t0: float, t1: float, *, expected: float,
                  smart_interval_s: float, gc_evidence: str = "full",
                  signal_strength: str = "strong", background_per_stall: float = 0.0,
-                 variety_rng: np.random.Generator | None = None) -> None:
+                 variety_rng: np.random.Generator | None = None,
+                 bursts: float = 0.0) -> None:
         """``expected``: mean number of incidents over [t0, t1]. ``gc_evidence``,
         ``signal_strength``, ``background_per_stall``: ``SimulationConfig``'s; their own draws
-        come from ``variety_rng`` (so the default scenario stays as it was)."""
+        come from ``variety_rng`` (so the default scenario stays as it was). ``bursts``: mean
+        number of correlated checkpoint bursts that saturate the pool (and as many that stay
+        under its capacity), planned before every other incident."""
         self.cluster, self.jobs, self.bg, self.rng = cluster, jobs, bg, rng
         self.gc_evidence, self.weak = gc_evidence, signal_strength == "weak"
         self.background_per_stall = background_per_stall
         self.vrng = variety_rng if variety_rng is not None else np.random.default_rng(0)
-        self.t0, self.t1, self.expected = t0, t1, expected
+        self.t0, self.t1, self.expected, self.bursts = t0, t1, expected, bursts
         #: Incidents end before the last SMART interval so that every drive can show them.
         self.t_end = t1 - min(1.4 * smart_interval_s + 100.0, 0.3 * (t1 - t0))
         self.used: dict[tuple[int, int], float] = {}  # (job, checkpoint) -> planned slowdown
@@ -60,8 +63,12 @@ class IncidentPlanner:
     def plan(self) -> list[Incident]:
         """All incidents, ids in order of start time."""
         expected = self.expected
+        if self.bursts > 0:
+            for _ in range(max(1, int(self.rng.poisson(self.bursts)))):
+                self._saturation()
+                self._saturation(under=True)
         if expected <= 0:
-            return []
+            return self._numbered()
         base = ["gc", "metadata", "fabric_pause", "pause_between", "gc_idle", "metadata_mild",
                 "unknown", "fabric_local"] + (["overlap"] if expected >= 8 else [])
         n_min = min(len(base), math.ceil(expected) + 1)
@@ -78,6 +85,10 @@ class IncidentPlanner:
             for inc in [x for x in self.out if x.kind == "stall"]:
                 if self.vrng.random() < self.background_per_stall:
                     self._background(inc)
+        return self._numbered()
+
+    def _numbered(self) -> list[Incident]:
+        """The incidents in order of start time, numbered so."""
         self.out.sort(key=lambda inc: (inc.start, inc.cause))
         return [replace(inc, id=f"inc-{i + 1:03d}") for i, inc in enumerate(self.out)]
 
@@ -315,6 +326,87 @@ class IncidentPlanner:
         self._add(cause="unknown", kind="stall", variant=f"{variant}_{phase}", job_id=job.job_id,
                   start=start, end=end, nodes=tuple(sorted({int(job.rank_node[x]) for x in ranks})),
                   ranks=tuple(ranks), slowdown=slowdown)
+
+    def _saturation(self, under: bool = False) -> None:
+        """A correlated burst: every pool job's checkpoint nearest one of a pool job's is moved
+        to start within seconds of it (the jobs' phases collide), and the pool's bandwidth is
+        shared by all their ranks and by the other tenants' burst: each gets capacity over
+        demand of what it asks, so every rank of every job in the burst is slowed by demand /
+        capacity (``slowdown``). The pool writes at its ceiling over the burst (the tenants
+        make up what the ranks leave), its latency and queues rise on every target, and the
+        incast raises pause frames / PortXmitWait on every writer's node (a ``background``
+        fabric episode that slows nothing itself). ``under``: a burst that stays under the
+        capacity (no tenants' burst: the jobs' own demand, slowed at most 1.6x): a
+        confounder."""
+        r, cl = self.rng, self.cluster
+        pool = [j for j, job in enumerate(self.jobs) if job.tier == "pool" and job.starts.size]
+        if len(pool) < 2:
+            return
+        pick = self._pick(("pool",), 1)
+        if pick is None:
+            return
+        j, k = pick
+        at = float(self.jobs[j].starts[k])
+        members = [(j, k)]
+        for o in pool:
+            other = self.jobs[o]
+            taken = sum(1 for (jj, _) in self.used if jj == o)
+            if o == j or taken + 1 > max(1, other.starts.size // 4):
+                continue
+            kk = int(np.argmin(np.abs(other.starts - at)))
+            move = at + float(r.uniform(0.0, 4.0)) - float(other.starts[kk])
+            near = any((o, x) in self.used for x in range(kk - 1, kk + 2))
+            if near or abs(move) > 0.4 * other.interval_s:
+                continue
+            other.starts[kk] += move
+            members.append((o, kk))
+        if len(members) < 2:
+            self.used.pop((j, k), None)
+            return
+        capacity = cl.target_bw * len(cl.targets)
+        demand = sum(float(self.jobs[o].nbytes.sum() / self.jobs[o].b0[kk])
+                     for o, kk in members)
+        if under:
+            slowdown = float(min(1.6, max(1.05, demand / capacity)))
+            tenants = 0.0
+        else:
+            slowdown = max(self._slowdown(j, 2.6, 4.2), demand / capacity)
+            tenants = slowdown * capacity - demand
+        for o, kk in members:
+            self.used[(o, kk)] = max(self.used.get((o, kk), 1.0), slowdown)
+        start = at - float(r.uniform(5.0, 40.0))
+        # each job's writes over the burst: from its start, slowed (its barrier's length)
+        spans = [(float(self.jobs[o].starts[kk]), float(self.jobs[o].starts[kk]) + (
+            float(self.jobs[o].b0[kk]) + (slowdown - 1.0) * self.jobs[o].baseline_s),
+            float(self.jobs[o].nbytes.sum() / self.jobs[o].b0[kk]) / slowdown)
+            for o, kk in members]
+        end = max(b for _, b, _ in spans) + float(r.uniform(5.0, 30.0))
+        jobs = tuple(self.jobs[o].job_id for o, _ in members)
+        # The other tenants take what the ranks leave of the pool's bandwidth: the pool writes
+        # at its ceiling over the whole burst (hidden ``_surge<i>`` segments: start, end, bytes/s)
+        surge: dict[str, float] = {}
+        if not under:
+            cuts = sorted({start, end, *(min(max(x, start), end) for a, b, _ in spans
+                                         for x in (a, b))})
+            for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+                mid = (a + b) / 2
+                ranks = sum(rate for s0, s1, rate in spans if s0 <= mid < s1)
+                surge.update({f"_surge{i}_start": a, f"_surge{i}_end": b,
+                              f"_surge{i}_bps": max(0.0, capacity - ranks)})
+        nodes = tuple(sorted(int(x) for o, _ in members for x in self.jobs[o].nodes))
+        self._add(cause="saturation", kind="confounder" if under else "stall",
+                  variant="under_capacity" if under else f"burst_{len(members)}_jobs",
+                  job_id=self.jobs[j].job_id, start=start, end=end, nodes=nodes,
+                  targets=tuple(range(len(cl.targets))), slowdown=slowdown, jobs=jobs,
+                  signal={"demand_gbs": (demand + tenants) / GB, "capacity_gbs": capacity / GB,
+                          "jobs_gbs": demand / GB, "tenants_gbs": tenants / GB, **surge})
+        if not under:  # the incast: pauses on every writer, a consequence that slows nothing
+            sig = self._fabric_signal()
+            share = float(r.uniform(0.3, 1.0))
+            sig.update(pause_frames_per_s=share * sig["pause_frames_per_s"],
+                       xmit_wait_per_s=share * sig["xmit_wait_per_s"], local_slowdown=0.0)
+            self._add(cause="fabric_pause", kind="background", variant="incast", job_id=None,
+                      start=start, end=end, nodes=nodes, signal=sig)
 
     def _overlap(self, span: int) -> None:
         """Two different causes on the same pool checkpoint."""

@@ -124,7 +124,8 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
                                 gc_evidence=cfg.gc_evidence,
                                 signal_strength=cfg.signal_strength,
                                 background_per_stall=cfg.background_per_stall,
-                                variety_rng=r_var).plan()
+                                variety_rng=r_var,
+                                bursts=cfg.bursts_per_hour * cfg.hours).plan()
     apply_incidents(jobs, incidents, r_misc)
     hang = plan_hang(cfg.hang_ranks, seed, jobs)
     say(f"simulate: {len(jobs)} jobs, {sum(j.steps.size * j.n_ranks for j in jobs):,} rank rows, "
@@ -268,7 +269,8 @@ def _labels(cfg: SimulationConfig, seed: int, cluster: Cluster, jobs: list[Job],
                       "devices": ["{}:{}".format(*cluster.drive_name(d)) for d in inc.drives]
                       + [f"{h}:{dev}" for t in inc.targets
                          for h, dev in map(cluster.drive_name, cluster.target_drives(t))],
-                      **({"ranks": list(inc.ranks)} if inc.ranks else {})},
+                      **({"ranks": list(inc.ranks)} if inc.ranks else {}),
+                      **({"jobs": list(inc.jobs)} if inc.jobs else {})},
             "magnitude": {"slowdown": round(inc.slowdown, 3),
                           **{k: round(v, 3) for k, v in inc.signal.items()
                              if not k.startswith("_")}},

@@ -68,7 +68,10 @@ def build_jobs(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generator
     n_jobs = min(cfg.jobs or int(rng.integers(2, 5)), n)
     idle = min(int(rng.integers(0, n // 8 + 1)), n - n_jobs)
     sizes = _split(rng, n - idle, n_jobs)
-    tiers = ["pool", "local"] + [str(t) for t in rng.choice(["pool", "local"], n_jobs - 2)]
+    # bursts need two pool jobs to collide (the pool jobs' phases: ``_saturation``)
+    sure = ["pool", "pool", "local"] if cfg.bursts_per_hour > 0 and n_jobs >= 3 else [
+        "pool", "local"]
+    tiers = sure + [str(t) for t in rng.choice(["pool", "local"], n_jobs - len(sure))]
     rng.shuffle(tiers)
     n_t = len(cluster.targets)
     jobs: list[Job] = []

@@ -19,6 +19,7 @@ from ckptwatch.simulate.cluster import (
     WriteLoad,
     grouped,
     overlap,
+    tenant_surges,
 )
 from ckptwatch.simulate.telemetry.sampling import Clocks, gc_dip, iso_seconds, sample_times
 
@@ -42,6 +43,7 @@ def pool_metrics(cluster: Cluster, load: WriteLoad, incidents: Sequence[Incident
                            load.meta_ops[pool_sel] / n_t)
     ops_rate = (ops(ts) - ops(prev)) / interval
     other = bg.load_bytes(cluster.target_bw)
+    surge = tenant_surges(incidents, n_t)
     base_free = rng.uniform(18.0, 36.0, (n_t, 1)) + rng.normal(0.0, 0.4, ts.shape)
     base_free += 2.0 * np.sin((ts - t0) / rng.uniform(3000, 9000, (n_t, 1)))
     gc_active = np.zeros(ts.shape)
@@ -59,7 +61,8 @@ def pool_metrics(cluster: Cluster, load: WriteLoad, incidents: Sequence[Incident
             spread = rng.uniform(0.75, 1.25, (n_t, 1))
             lat += inc.signal["metadata_latency_extra_ms"] / 1000.0 * spread * frac
             meta_ops *= 1.0 + (inc.signal["metadata_ops_factor"] - 1.0) * spread * frac
-    write_bytes = np.stack([ckpt_bytes[t](ts[t]) + other(ts[t]) for t in range(n_t)])
+    write_bytes = np.stack([ckpt_bytes[t](ts[t]) + other(ts[t]) + surge[t](ts[t])
+                            for t in range(n_t)])
     write_bytes += rng.uniform(1e13, 4e14, (n_t, 1))
     metrics = {
         "gc_active": gc_active.astype(np.int64),

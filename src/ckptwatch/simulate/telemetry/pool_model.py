@@ -40,6 +40,7 @@ from ckptwatch.simulate.cluster import (
     WriteLoad,
     grouped,
     overlap,
+    tenant_surges,
 )
 from ckptwatch.simulate.telemetry.pool_layout import PoolLayout
 from ckptwatch.simulate.telemetry.sampling import Clocks, sample_times
@@ -125,6 +126,8 @@ class PoolModel:
                             load.nbytes[sel])
         self.other = bg.load_bytes(cluster.target_bw)
         self.other0 = float(self.other(np.array([t0]))[0])
+        self.surge = tenant_surges(incidents, n_t)
+        self.saturated = [inc for inc in incidents if inc.cause == "saturation"]
         self.io = IO_BYTES[fmt]
         lo, hi = LATENCY_MS[fmt]
         # A pool's targets are alike: one latency for the pool, each target within 10 % of it.
@@ -148,7 +151,7 @@ class PoolModel:
 
     def written(self, t: int, ts: np.ndarray) -> np.ndarray:
         """Bytes written to target ``t`` from the day's start to ``ts``."""
-        return self.ckpt[t](ts) + self.other(ts) - self.other0
+        return self.ckpt[t](ts) + self.other(ts) - self.other0 + self.surge[t](ts)
 
     def gc_share(self, t: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The share of each interval (a, b] during which target ``t`` runs GC (0..1)."""
@@ -167,6 +170,17 @@ class PoolModel:
             factor += (1.0 / (1.0 - taken) - 1.0) * overlap(a, b, inc.start, inc.end) / span
         return factor
 
+    def saturation_factor(self, t: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """How much longer each write to target ``t`` takes over (a, b] while the pool is
+        saturated: demand over capacity (an I/O waits behind the others in the queues),
+        pro rata of the interval the burst covers."""
+        span = np.maximum(b - a, 1e-9)
+        factor = np.ones(a.shape)
+        for inc in self.saturated:
+            if t in inc.targets:
+                factor += (inc.slowdown - 1.0) * overlap(a, b, inc.start, inc.end) / span
+        return factor
+
     def writes(self, t: int, ts: np.ndarray, clear_at: float | None = None) -> Counters:
         """Target ``t``'s write counters at the sorted instants ``ts`` (statistics cleared at
         ``clear_at``, when given)."""
@@ -180,7 +194,7 @@ class PoolModel:
         util = np.clip(np.diff(written, prepend=self.written(t, prev[:1])) / span
                        / self.cluster.target_bw, 0.0, 1.0)
         mean = (self.lat_ms[t] * self.rng.lognormal(0.0, 0.1, grid.shape) * (1.0 + 0.3 * util)
-                * self.gc_factor(t, prev, grid))
+                * self.gc_factor(t, prev, grid) * self.saturation_factor(t, prev, grid))
         mean = np.where(d_ops > 0, mean, 0.0)
         tail = self.rng.lognormal(np.log(3.0), 0.3, grid.shape)
         base_ops = np.floor(self.base_bytes[t] / self.io)
