@@ -2,7 +2,8 @@
 
 ``lctl get_param`` dumps (``lustre.parse_lctl_bulk``), ``daos_metrics -C`` CSV
 (``daos.parse_daos_metrics_bulk``), ``bdev_get_iostat`` JSON (``spdk.parse_iostat_bulk``),
-``mmpmon -p fs_io_s`` (``storage_scale.parse_mmpmon_bulk``) and ``mmdiag --waiters -Y``
+``mmpmon -p fs_io_s`` (``storage_scale.parse_mmpmon_bulk``), ``mmlsqos -Y``
+(``storage_scale.parse_mmlsqos_bulk``) and ``mmdiag --waiters -Y``
 (``storage_scale.parse_waiters_bulk``), read in bulk, give the rows, rejects and notes of
 the one-at-a-time parse, to the bit: as envelopes (with a ``source`` and without one: the
 format recognised first), as bare files under ``pool/<server>/`` (``read_tool_file``) and as
@@ -104,6 +105,7 @@ def test_simulated_pool_files_are_read_in_bulk(fmt: str, pool_days: dict[str, Pa
     assert given and not declined
     if fmt == "gpfs":
         assert counts["mmpmon"][0] and not counts["mmpmon"][1]
+        assert counts["mmlsqos"][0] and not counts["mmlsqos"][1]
     # many bare files at once: each gets what it gets alone
     files = [ToolFile(p.read_bytes(), f"pool/{p.parent.name}/{p.name}", p.parent.name, TS)
              for p in tools]
@@ -155,6 +157,13 @@ def test_real_gpfs_and_spdk_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert counts["mmdiag-waiters"] == [5, 4] and counts["spdk-iostat"] == [4, 0]
     assert waited.frames["pool_metrics"][0]["value"].to_list() == [1.0, 3.0, 0.0244 * 1000]
     assert counts["mmpmon"][1] == 0
+    qos = (POOL / "gpfs_exporter" / "mmlsqos_stats_stdout.txt").read_text()
+    for source in ("mmlsqos", None):
+        out = assert_bulk_matches_one_by_one(envelopes([qos, qos], source))
+        assert out.rows("pool_metrics") == 2 * 4 and not out.rejects
+    for name in ("mmfs1_mmlsqos.txt", "mmlsqos.txt"):
+        assert bare_alone(qos, name).rows("pool_metrics") == 4
+    assert counts["mmlsqos"] == [6, 0]
 
 
 # -- variants ---------------------------------------------------------------------------------
@@ -303,3 +312,93 @@ def test_daos_outputs_with_metadata_rpc_latency_read_in_bulk_as_one_by_one() -> 
 
 def _read_real_daos() -> str:
     return next(p for p in DAOS if "io_latency" in p.name).read_text()
+
+
+# -- mmlsqos -Y: its stats lines' fields --------------------------------------------------------
+_QOS_ODD = ["", "0", "00", "-0", "-1", "0,0", "0,00000", "1,0751e-05", "1,7781e+08", "2.5",
+            "3,5,1", "1e99", "1e999", "1E+08", "1e-400", ".5", "5,", "inf", "nan", "1_0",
+            "%31", " 7", "9" * 30, "9" * 31, "17951234567", "1795824034,5", "x"]
+_QOS_NAMES = ["", "system", "data", "maintenance", "misc", "other", "ma%69ntenance", "%3A",
+              "fs-OST0001_UUID", "sys tem"]
+
+
+@st.composite
+def _qos_variant(draw: st.DrawFn, text: str) -> str:
+    """``text`` (``mmlsqos -Y`` output) with some stats lines' fields replaced (numbers, pool
+    and class names: odd ones, or another line's, so that intervals and pools coincide),
+    lines repeated, moved or dropped, a field added or a HEADER changed."""
+    lines = text.split("\n")
+    for _ in range(draw(st.integers(1, 5))):
+        stats = [k for k, line in enumerate(lines) if line.startswith("mmlsqos:stats:0:")]
+        op = draw(st.sampled_from(["number", "number", "name", "same", "repeat", "move", "drop",
+                                   "field", "header"]))
+        if op in ("number", "name", "same") and stats:
+            k = draw(st.sampled_from(stats))
+            parts = lines[k].split(":")
+            if len(parts) < 13:
+                continue
+            if op == "number":
+                at = draw(st.sampled_from([7, 9, 10, 11, 12]))
+                parts[at] = draw(st.one_of(st.sampled_from(_QOS_ODD),
+                                           st.floats(0, 1e6).map(lambda f: repr(f).replace(
+                                               ".", ",")),
+                                           st.integers(0, 10**9).map(str)))
+            elif op == "name":
+                parts[draw(st.sampled_from([6, 8]))] = draw(st.sampled_from(_QOS_NAMES))
+            else:  # another line's pool or interval
+                other = lines[draw(st.sampled_from(stats))].split(":")
+                for at in draw(st.sampled_from([[6], [7], [12], [6, 7, 12]])):
+                    if at < len(other):
+                        parts[at] = other[at]
+            lines[k] = ":".join(parts)
+        elif op == "repeat" and lines:
+            k = draw(st.integers(0, len(lines) - 1))
+            lines.insert(k, lines[k])
+        elif op == "move" and lines:
+            lines.insert(draw(st.integers(0, len(lines) - 1)),
+                         lines.pop(draw(st.integers(0, len(lines) - 1))))
+        elif op == "drop" and lines:
+            del lines[draw(st.integers(0, len(lines) - 1))]
+        elif op == "field" and lines:
+            k = draw(st.integers(0, len(lines) - 1))
+            lines[k] = lines[k] + draw(st.sampled_from(["x:", ":", " "]))
+        elif op == "header" and lines:
+            k = draw(st.integers(0, len(lines) - 1))
+            lines[k] = lines[k].replace(":0:1:", ":HEADER:", 1).replace("MBs", "mbs")
+    return "\n".join(lines)
+
+
+def test_mmlsqos_variants_read_in_bulk_as_one_by_one(pool_days: dict[str, Path],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Odd stats fields, pools and intervals that coincide (sums of several lines, in order),
+    repeated HEADERs, lines out of place: envelopes (with and without a ``source``, their
+    ``device`` a file system, a tool's name or none) and bare files (alone and together) give
+    in bulk what ``parse_mmlsqos`` gives."""
+    real = (POOL / "gpfs_exporter" / "mmlsqos_stats_stdout.txt").read_text()
+    day = next((pool_days["gpfs"] / "pool").rglob("*_mmlsqos.txt")).read_text()
+    samples = [real, "\n".join(day.split("\n")[:40]), "\n".join(day.split("\n")[-30:])]
+    counts = counting(monkeypatch)
+
+    @settings(max_examples=BULK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        texts = [data.draw(_qos_variant(data.draw(st.sampled_from(samples))))
+                 for _ in range(data.draw(st.integers(1, 3)))]
+        source = data.draw(st.sampled_from(["mmlsqos", None]))
+        devices = [data.draw(st.sampled_from([None, "mmfs1", " fs2 ", "mmlsqos", "GPFS"]))
+                   for _ in texts]
+        lines = [json.dumps({"node": "nsd01", "collected_at": "2026-11-28T00:00:00Z",
+                             **({"source": source} if source else {}),
+                             **({"device": d} if d is not None else {}), "output": t})
+                 for t, d in zip(texts, devices, strict=True)]
+        assert_bulk_matches_one_by_one(("\n".join(lines) + "\n").encode())
+        names = ["mmfs1_mmlsqos.txt", "mmlsqos.txt", "fs3_20261128T120000Z.txt"]
+        files = [ToolFile(t.encode(), f"pool/nsd{k}/{names[k % 3]}", f"nsd{k}", TS)
+                 for k, t in enumerate(texts)]
+        for f, got in zip(files, read_tool_files(files), strict=True):
+            assert_same_parse(got, read_tool_file(f.data, file_label=f.label, node=f.node,
+                                                  ts=f.ts, bulk=False))
+
+    check()
+    given_, declined = counts["mmlsqos"]
+    assert given_ > declined > 0  # both ways taken

@@ -254,6 +254,98 @@ def parse_mmlsqos(output: Any, ctx: ToolContext) -> dict[str, list[dict[str, Any
     return result(rows, bad)
 
 
+#: ``mmlsqos -Y``'s HEADER lines as Storage Scale prints them (the genuine sample's): the only
+#: ones ``parse_mmlsqos_bulk`` reads, so each section's fields are at fixed places.
+QOS_HEADERS = {
+    "status": "mmlsqos:status:HEADER:version:reserved:reserved:enabled:throttling:monitoring:"
+              "fineStatsSecs:idStats:",
+    "config": "mmlsqos:config:HEADER:version:reserved:reserved:config_enc:",
+    "values": "mmlsqos:values:HEADER:version:reserved:reserved:values_enc:",
+    "stats": "mmlsqos:stats:HEADER:version:reserved:reserved:pool:timeEpoch:class:iops:ioql:"
+             "qsdl:et:MBs:",
+}
+_QOS_STATS = {name: k for k, name in enumerate(QOS_HEADERS["stats"].split(":"))
+              if name in ("pool", "timeEpoch", "class", "iops", "ioql", "qsdl", "et")}
+#: A number ``_decimal`` reads as ``float`` of the text with its comma as a point, and polars'
+#: cast of the same text reads to the same bits: digits, one decimal comma or point between
+#: digits, an exponent of at most two digits (finite, never negative: no ``-0.0``).
+_QOS_NUMBER = r"^[0-9]{1,30}(?:[.,][0-9]{1,30})?(?:[eE][-+]?[0-9]{1,2})?$"
+#: The latest interval end read in bulk (epoch seconds; year 5138): ``datetime`` holds it.
+_QOS_LATEST = 1e11
+
+
+def _qos_number(field: pl.Expr) -> pl.Expr:
+    return field.str.replace(",", ".", literal=True).cast(pl.Float64, strict=False)
+
+
+@register_bulk(MMLSQOS_SOURCE)
+def parse_mmlsqos_bulk(env: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.Series]:
+    """``parse_mmlsqos`` over many outputs at once (``base.BulkParser``; pool: the envelope's
+    ``device`` as ``named_pool`` reads it): outputs with a ``stats`` line at least, whose
+    every line is one of ``QOS_HEADERS`` or a data line of its section after it, with its
+    fields; a stats line's pool and class not empty, without a ``%`` escape, its numbers
+    ``_QOS_NUMBER``s and its interval's end before ``_QOS_LATEST``. Declined, for
+    ``parse_mmlsqos``: any other output (another HEADER, a section without one, a field
+    count not the HEADER's, a line it quarantines, no stats line). Sums are taken line by
+    line, in the output's order, as ``parse_mmlsqos`` adds them (a cumulative sum, not a
+    pairwise one)."""
+    part = pl.col("__p")
+    section = part.list.get(1, null_on_oob=True)
+    header = pl.col("line").is_in(list(QOS_HEADERS.values()))
+    data = ((part.list.get(0, null_on_oob=True) == MMLSQOS_SOURCE)
+            & (part.list.get(2, null_on_oob=True) != "HEADER"))
+    lines = plain_lines(env).with_columns(pl.col("line").str.split(":").alias("__p"))
+    lines = lines.with_columns(
+        [(header & (section == s)).cum_sum().over("__env").alias(f"__h_{s}")
+         for s in QOS_HEADERS])
+    known = pl.lit(False)
+    for s, line in QOS_HEADERS.items():
+        known = known | ((section == s) & (part.list.len() == line.count(":") + 1)
+                         & (pl.col(f"__h_{s}") > 0))
+    field = {name: part.list.get(k, null_on_oob=True) for name, k in _QOS_STATS.items()}
+    numbers = {name: _qos_number(field[name])
+               for name in ("timeEpoch", "iops", "ioql", "qsdl", "et")}
+    stats = data & (section == "stats")
+    readable = (
+        (field["pool"] != "") & (field["class"] != "")
+        & ~field["pool"].str.contains("%", literal=True)
+        & ~field["class"].str.contains("%", literal=True)
+        & pl.all_horizontal(field[n].str.contains(_QOS_NUMBER) for n in numbers)
+        & ((numbers["timeEpoch"] + numbers["et"]) < _QOS_LATEST))
+    lines = lines.with_columns(
+        (header | (data & known & pl.when(stats).then(readable).otherwise(True)))
+        .alias("__ok"), stats.fill_null(False).alias("__stats"))
+    lines = lines.with_columns(pl.col("__stats").any().over("__env").alias("__any"))
+    good, declined = read_whole(env, lines, pl.col("__ok") & pl.col("__any"))
+    if not good.height:
+        return {}, declined
+    iops = numbers["iops"]
+    per = (good.filter(pl.col("__stats"))
+           .select("__env", field["pool"].alias("target"),
+                   (numbers["timeEpoch"] + numbers["et"]).alias("end"),
+                   (numbers["ioql"] + numbers["qsdl"]).alias("queued"), iops.alias("iops"),
+                   pl.when(field["class"] == MAINTENANCE_CLASS).then(iops).otherwise(0.0)
+                   .alias("maint"))
+           .group_by("__env", "target", "end", maintain_order=True)
+           .agg(pl.col(c).cum_sum().last() for c in ("queued", "iops", "maint")))
+    # the file system: each distinct device asked of named_pool once
+    names = env["device"].unique(maintain_order=True)
+    fs = pl.DataFrame({"device": names, "pool": [
+        named_pool(ToolContext(node="", ts=_epoch(0), source=MMLSQOS_SOURCE, device=d),
+                   DEFAULT_POOL) for d in names.to_list()]},
+        schema={"device": pl.String, "pool": pl.String})
+    pools = env.select("__env", "device").join(fs, on="device", how="left", nulls_equal=True,
+                                                maintain_order="left").drop("device")
+    wide = (per.join(pools, on="__env", how="left", maintain_order="left")
+            .select("__env", epoch_time(pl.col("end")).alias("ts"), "pool", "target",
+                    "queued",
+                    pl.when(pl.col("iops") > 0).then(pl.col("maint") / pl.col("iops"))
+                    .otherwise(0.0).alias("restripe")))
+    rows = row_major(wide, ["__env", "ts", "pool", "target"], ["queued", "restripe"],
+                     ["queue_depth", "background_active.restripe"])
+    return {"pool_metrics": row_targets(rows)}, declined
+
+
 def detect_waiters(output: Any) -> bool:
     """``mmdiag --waiters -Y`` output: ``mmdiag:waiters:`` lines."""
     return isinstance(output, str) and any(
