@@ -355,7 +355,9 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
             con, "select * from stall_coverage where ($job is null or job_id = $job)",
             {"job": job}).iter_rows(named=True)}
         own = _pool_job_rows(con, job)
-        loads = _saturation_rows(con, job)
+        # the pool's load over each pool stall's window (pool_demand: every rank record's
+        # seconds): only when a stall wrote to a pool
+        loads = (_saturation_rows(con, job) if (stalls["tier"] == "pool").any() else {})
     rows = []
     for st in stalls.iter_rows(named=True):
         key = (pl.col("job_id") == st["job_id"]) & (pl.col("step") == st["step"])
