@@ -415,14 +415,18 @@ def detect_tools(texts: pl.Series, plain: pl.Series | None = None) -> pl.Series:
         elif not fmt.needs:
             continue
         else:
-            near = (open_ if fmt.detect_plain is not None else open_ & hit).arg_true()
-            near_texts = texts.gather(near)
+            near = open_ if fmt.detect_plain is not None else open_ & hit
+            every = near.all()  # (the usual case: the texts themselves, not a copy of them)
+            if not every:
+                near = near.arg_true()
+            near_texts = texts if every else texts.gather(near)
             holds = (near_texts.str.contains(fmt.needs[0], literal=True)
                      if len(fmt.needs) == 1 else near_texts.str.contains(_any_of(fmt.needs)))
-            where = near.filter(holds.fill_null(False))
+            holds = holds.fill_null(False)
+            where = holds.arg_true() if every else near.filter(holds)
         if not where.len():
             continue
-        ask = texts.gather(where)
+        ask = texts if where.len() == n else texts.gather(where)
         verdict = pl.Series([False] * where.len(), dtype=pl.Boolean)
         by_hand = pl.Series([True] * where.len(), dtype=pl.Boolean)
         if fmt.detect_plain is not None and plain is not None:
