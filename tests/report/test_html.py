@@ -35,8 +35,9 @@ def test_report_html_shows_every_job_stall_cause_and_figure(
         assert f"--job {s['job_id']} --step {s['step']}" in page  # its row and post-mortem
         assert f">{s['cause']} {s['causes'][0]['score']:.2f}</span>" in page  # cause badge
         assert html.escape(s["causes"][0]["evidence"][0]) in page
-    # every cause, unknown too; the sample has every telemetry feed: no no_telemetry
-    assert {s["cause"] for s in stalls} == set(LABELS) - {NO_TELEMETRY}
+    # every cause, unknown too; the sample has every telemetry feed (no no_telemetry) and no
+    # burst of its pool jobs (no saturation)
+    assert {s["cause"] for s in stalls} == set(LABELS) - {NO_TELEMETRY, "saturation"}
     assert "<script" not in page and 'href="http' not in page  # self-contained, offline
     assert "Timeout headroom and alerts" in page and "CheckpointTailNearTimeout" in page
     assert "best strategy" in page and "local+replica" in page

@@ -1,6 +1,6 @@
 """Stall detection and the per-stall features attribution reads.
 
-Detection is the ``stalls`` mart (barrier time against the job's rolling median); the rank and
+Detection is the ``stalls`` mart (barrier time against the job's healthy baseline); the rank and
 signal evidence comes from the ``stall_ranks`` and ``stall_signals`` marts. This module turns
 those rows into one feature row per stall: where the slow ranks concentrate, where their time
 went, and what each signal family did on their hosts against its own noise and against the
@@ -57,7 +57,8 @@ FEATURES = (
     "tier_pool", "has_topology", "has_fabric", "has_wa", "has_pool",
 )
 FEATURE_DOCS = {
-    "ratio_to_baseline": "barrier time / the job's rolling median barrier",
+    "ratio_to_baseline": "barrier time / the job's healthy baseline (the median of the healthy "
+                         "checkpoints among its previous 10)",
     "slow_frac": "share of the checkpoint's ranks that were slow",
     "has_phases": "1 when the records carry open/write/fsync/close phases",
     "metadata_share": "share of the slow ranks' extra time spent in open+close (metadata)",

@@ -24,7 +24,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    "$CKPTWATCH_MODEL; rules only when absent — build it with "
                    "`ckptwatch train-model`)")
     p.add_argument("--stall-factor", type=float, default=None,
-                   help="a stall: barrier >= this x the job's rolling median (default: "
+                   help="a stall: barrier >= this x the job's healthy baseline (default: "
                    "stall_factor of sql/session.sql, 2)")
     p.add_argument("--stall-min-excess", type=float, default=None, metavar="SECONDS",
                    help="… and at least this many seconds over it (default: stall_min_excess_s "
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``stalls`` and ``explain`` commands."""
     p = sub.add_parser(
         "stalls", help="checkpoints that stalled, and why (gc | metadata | fabric_pause)",
-        description="Detect stalls (barrier time far above the job's rolling median) and "
+        description="Detect stalls (barrier time far above the job's healthy baseline) and "
         "attribute each to garbage collection, metadata or a fabric pause, with evidence in "
         "numbers; `unknown` when no signal supports a cause. A checkpoint whose ranks never "
         "finished is judged on a lower bound of its barrier, and one that outlasted the job's "
@@ -188,7 +188,7 @@ def run_explain(args: argparse.Namespace) -> int:
         f"stall {rec['job_id']} step {rec['step']} ({rec['tier']} tier), "
         f"{rec['start_ts']} -> {rec['end_ts']}",
         f"  barrier {bound}{rec['barrier_s']:.1f} s = x{rec['ratio_to_baseline']:.1f} the "
-        f"job's rolling median {rec['baseline_s']:.1f} s; {ranks}; {rec['n_slow']} of "
+        f"job's healthy baseline {rec['baseline_s']:.1f} s; {ranks}; {rec['n_slow']} of "
         f"{rec['n_ranks'] + rec['n_unfinished']} ranks slow",
         *([f"  {rec['never_finished']}"] if rec["never_finished"] else []),
         *([f"  {rec['why_timed_out']}"] if rec["why_timed_out"] else []),

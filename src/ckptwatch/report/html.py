@@ -342,7 +342,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         '<p class="small">Per checkpoint: rank p50 and p99 (over its ranks) and the barrier '
         "time (its slowest rank: training waits for it), against the job's checkpoint timeout "
         "and the warning and critical levels. Dots: stalls (barrier far above the job's "
-        "rolling median), coloured by attributed cause, labelled by step.</p>",
+        "healthy baseline), coloured by attributed cause, labelled by step.</p>",
         _jobs_html(report),
         "<h2>Stalls and their causes</h2>", _stalls_html(report),
         "<h2>Timeout headroom and alerts</h2>",

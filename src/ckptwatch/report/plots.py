@@ -111,7 +111,7 @@ def barrier_figure(job: Mapping[str, Any]) -> Figure:
     t = _ts([c["start_ts"] for c in cps])
     barrier = [c["barrier_s"] for c in cps]
     ax.plot(t, [c["baseline_s"] for c in cps], color="#9a9a9a", lw=1, ls="--",
-            label="job's rolling median (stall baseline)")
+            label="job's healthy baseline (stall baseline)")
     # A checkpoint no rank finished has no rank quantiles: a gap in those lines.
     ax.plot(t, [_nan(c["p50_s"]) for c in cps], color="#9ecae9", lw=1.2, marker=".", ms=3,
             label="rank p50")

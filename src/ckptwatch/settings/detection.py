@@ -4,7 +4,8 @@
 every value to the SQL as a session variable.
 
 docs/concepts.md: a stall is a checkpoint whose barrier time is ``stall_factor`` x the job's
-rolling median and ``stall_min_excess_s`` over it; a slow rank of a stall is ``slow_rank_factor``
+healthy baseline (the median of the healthy checkpoints among its previous 10) and
+``stall_min_excess_s`` over it; a slow rank of a stall is ``slow_rank_factor``
 x the job's normal rank duration and ``slow_rank_min_excess_s`` over it; a straggler is a rank
 ``straggler_factor`` x its checkpoint's p50 and ``straggler_min_excess_s`` over it.
 ``clock_skew_s``: how many seconds apart hosts' clocks may be; a series whose samples miss a
