@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_LAKE ?= data/lake
 
-.PHONY: demo test wheel-check lint bench bench-targets bench-formats bench-marts bench-derived bench-live clean install system-deps model
+.PHONY: demo test wheel-check lint bench bench-targets bench-formats bench-marts bench-derived bench-live bench-stagger clean install system-deps model
 
 install: $(STAMP)
 
@@ -89,6 +89,11 @@ bench-targets: $(STAMP)
 # also against a hand-written polars pipeline to the same rows (bench/pool_hand.py): a few minutes.
 bench-formats: $(STAMP)
 	$(BIN)/python bench/formats.py
+
+# The stagger plan applied back to the simulator (bench/stagger_loop.py): per seed, a day of
+# colliding pool jobs, its plan, the same day with the plan's delays; ~10 s per seed.
+bench-stagger: $(STAMP)
+	$(BIN)/python bench/stagger_loop.py
 
 bench-marts: $(STAMP)
 	$(BIN)/python bench/bench_marts.py

@@ -15,7 +15,8 @@ within 2x it). What each reads and writes is the reader's (``ckptwatch.sources``
 - ``daos``: ``pool/<server>/daos_metrics.jsonl`` (``daos_metrics -C`` text in envelopes: update
   latency per target summed over the I/O sizes, scheduler cycles, RPCs in flight summed over
   the contexts, the pool's update ops and bytes per target, its pool-service operations and
-  their sum, the metadata object RPCs' latency and count per target, their sums and peak) and ``pool/daos-admin/dmg_pool_query.jsonl`` (the rebuild state);
+  their sum, the metadata object RPCs' latency and count per target, their sums and peak)
+  and ``pool/daos-admin/dmg_pool_query.jsonl`` (the rebuild state);
 - ``spdk``: ``pool/<server>/bdev_get_iostat.jsonl`` (the JSON-RPC response in envelopes: per
   bdev its written bytes and ops, write latency ticks as µs, the queue depth when sampled);
 - ``gpfs``: ``pool/<node>/mmpmon_fs_io_s.txt`` (per line: written bytes and calls, opens,

@@ -4,7 +4,9 @@
 -- checkpoints' starts; duration_s, the median time from a checkpoint's first rank start to its
 -- last rank end (its write window); bytes, the median bytes a checkpoint writes; rate_bps =
 -- bytes / duration_s, its demand while it writes; last_start_ts, its latest checkpoint's start
--- (the phase the advice shifts). barrier_p50_s / barrier_p99_s: job_latency's (the one place
+-- (the phase the advice shifts); jitter_s, how far a checkpoint's start strays from the schedule
+-- (the 90th percentile of |gap - interval_s|: two jobs nearer than that meet now and then).
+-- barrier_p50_s / barrier_p99_s: job_latency's (the one place
 -- they are computed). The pool's capacity as pool_demand has it.
 -- Contract: pool_job_schedules.contract.yml.
 create or replace view pool_job_schedules as
@@ -29,16 +31,24 @@ gaps as (
     from checkpoints
 ),
 
+intervals as (
+    select pool, job_id, median(gap_s) as interval_s,
+    from gaps
+    group by pool, job_id
+),
+
 schedules as (
     select
         pool,
         job_id,
         count(*) as n_checkpoints,
         median(gap_s) as interval_s,
+        coalesce(quantile_cont(abs(gap_s - intervals.interval_s), 0.9), 0) as jitter_s,
         median(epoch(end_ts - start_ts)) as duration_s,
         median(bytes) as bytes,
         max(start_ts) as last_start_ts,
     from gaps
+    inner join intervals using (pool, job_id)
     group by pool, job_id
 ),
 
@@ -63,6 +73,7 @@ final as (
         schedules.bytes,
         schedules.bytes / nullif(schedules.duration_s, 0) as rate_bps,
         schedules.last_start_ts,
+        schedules.jitter_s,
         latency.barrier_p50_s,
         latency.barrier_p99_s,
         capacities.capacity_bps,

@@ -54,6 +54,20 @@ def test_a_job_already_apart_keeps_its_phase() -> None:
     assert {j.advice for j in plan.jobs} == {"keep its phase"}
 
 
+def test_jobs_that_meet_under_the_peak_are_moved_apart_by_their_jitter() -> None:
+    # b's writes start 1 s after a's end: apart on paper, the peak is a's alone; but b's starts
+    # stray by 10 s (jitter_s), so it meets a's checkpoints now and then: it is moved clear of
+    # them (9 s more, on the 2.5 s grid of delays), and no further than that
+    a, b = _job("a"), _job("b", rate_gbs=5.0, phase=61.0)
+    plan = stagger("p", [a, b], 12 * GB, "configured")
+    assert {j.advice for j in plan.jobs} == {"keep its phase"}
+    b = JobSchedule(b.job_id, b.interval_s, b.duration_s, b.bytes, b.phase_s, jitter_s=10.0)
+    plan = stagger("p", [a, b], 12 * GB, "configured")
+    moved = {j.job_id: j.delay_s for j in plan.jobs}
+    assert moved["a"] == 0.0 and 9.0 <= moved["b"] <= 12.5
+    assert plan.peak_after_bps == pytest.approx(10 * GB)
+
+
 def test_a_delay_past_half_the_interval_is_said_as_earlier() -> None:
     # a writes 480 s of every 600; b (60 s from 550) fits only in 480-540: 530 s later is
     # 70 s earlier

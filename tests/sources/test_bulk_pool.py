@@ -289,8 +289,9 @@ def test_iostat_odd_values_read_in_bulk_as_one_by_one(bdevs: list[dict[str, Any]
 
 
 def test_daos_outputs_with_metadata_rpc_latency_read_in_bulk_as_one_by_one() -> None:
-    from ckptwatch.sources.daos import parse_daos_metrics_bulk
     from tests.sources.test_daos import OP_LATENCY
+
+    from ckptwatch.sources.daos import parse_daos_metrics_bulk
 
     rows = OP_LATENCY.split("\n", 1)[1]
     # one output with the RPCs, one where a target's first RPC reading has no stats (its

@@ -367,7 +367,8 @@ def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
     ev = []
     if u >= CEILING_SHARE:
         cap = load["capacity_bps"]
-        source = CAPACITY_SOURCES.get(load.get("capacity_source"), load.get("capacity_source"))
+        source = CAPACITY_SOURCES.get(str(load.get("capacity_source")),
+                                      str(load.get("capacity_source")))
         ev.append(f"pool {load['pool']} wrote at {u:.0%} of its capacity ({cap / 1e9:.1f} GB/s,"
                   f" {source}) over the stall's window (median of its {load['n_seconds']} s; "
                   f"{load['saturated_share']:.0%} of them saturated)")

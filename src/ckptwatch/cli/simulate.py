@@ -108,6 +108,13 @@ def register(subparsers: Any) -> None:
                    "pool (pool jobs' checkpoints moved to one moment, every rank slowed by "
                    "demand over capacity; labelled saturation), and as many that stay under "
                    "it (default: %(default)s)")
+    p.add_argument("--aligned-phases", action="store_true",
+                   help="with --bursts-per-hour: the pool jobs checkpoint on one schedule, "
+                   "phases within seconds (launched together), so their checkpoints collide "
+                   "by themselves and a burst is such a collision pushed over the capacity")
+    p.add_argument("--phase-offset", type=_offset, action="append", default=[],
+                   metavar="JOB=SECONDS", help="start every checkpoint of JOB this many "
+                   "seconds later (a stagger plan's advice applied; repeatable)")
     p.add_argument("--omit", type=_omit, default=_DEFAULTS.omit, metavar="FAMILIES",
                    help=f"telemetry families not written, comma-separated: {', '.join(OMITTABLE)} "
                    "(default: none)")
@@ -125,6 +132,18 @@ def register(subparsers: Any) -> None:
                    help="replace a scenario already in OUT_DIR (only the generator's own files)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=run)
+
+
+def _offset(text: str) -> tuple[str, float]:
+    """``--phase-offset``: ``JOB=SECONDS``."""
+    job, sep, value = text.rpartition("=")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not sep or not job or seconds != seconds:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JOB=SECONDS (e.g. job-10=250)")
+    return job, seconds
 
 
 def _omit(text: str) -> tuple[str, ...]:
@@ -159,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         nics_per_node=args.nics_per_node,
         gc_evidence=args.gc_evidence, signal_strength=args.signal_strength,
         background_per_stall=args.background_per_stall, bursts_per_hour=args.bursts_per_hour,
+        aligned_phases=args.aligned_phases, phase_offsets=tuple(args.phase_offset),
         omit=args.omit,
         tool_clocks=args.tool_clocks, clock_skew_s=args.clock_skew,
     )

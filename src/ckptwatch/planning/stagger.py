@@ -7,7 +7,9 @@ the pool's demand is the sum of the jobs' rectangular pulses.
 
 **Offsets.** Greedily, the job of the highest rate first keeps its phase; each next job takes
 the delay (a multiple of ``interval_s / 240``, at least 1 s) that gives the lowest peak of the
-demand so far plus its pulses, the smallest such delay on a tie (a job already apart stays).
+demand so far plus its pulses; among those, the one where the others' demand while it writes
+is least (under the peak, jobs that still meet share the pool: a burst other tenants push
+over); the smallest such delay on a tie (a job already apart stays).
 
 **Slowdown model** (stated, simple): fluid sharing. While the writing jobs' rates add up to
 more than the capacity, each gets its rate's share of the capacity; a checkpoint ends when its
@@ -48,6 +50,8 @@ class JobSchedule:
     phase_s: float  # its latest checkpoint's start, epoch seconds
     barrier_p50_s: float | None = None
     barrier_p99_s: float | None = None
+    #: how far its checkpoints' starts stray from the schedule (a guard band around them)
+    jitter_s: float = 0.0
 
     @property
     def rate_bps(self) -> float:
@@ -102,23 +106,35 @@ def _horizon(jobs: list[JobSchedule]) -> int:
     return int(min(MAX_HORIZON_S, max(MIN_HORIZON_S, HORIZON_INTERVALS * longest)))
 
 
-def _pulses(job: JobSchedule, phase: float, horizon: int, t0: float) -> np.ndarray:
-    """The job's demand per second over [t0, t0 + horizon): its rate while a checkpoint writes."""
+def _pulses(job: JobSchedule, phase: float, horizon: int, t0: float,
+            guard: float = 0.0) -> np.ndarray:
+    """The job's demand per second over [t0, t0 + horizon): its rate while a checkpoint writes
+    (``guard`` seconds more on either side: where it may write, its start straying)."""
     t = np.arange(horizon, dtype=float) + t0
-    inside = np.mod(t - phase, job.interval_s) < job.duration_s
+    inside = np.mod(t - phase + guard, job.interval_s) < job.duration_s + 2 * guard
     return np.where(inside, job.rate_bps, 0.0)
 
 
 def _best_delay(current: np.ndarray, job: JobSchedule, horizon: int, t0: float) -> float:
-    """The delay of ``job``'s phase giving the lowest peak with ``current`` (smallest on a tie)."""
+    """The delay of ``job``'s phase giving the lowest peak with ``current``; among those, the
+    least of the others' demand while it writes (a job that stays under the peak but still
+    meets another's checkpoints shares the pool with it: the burst a tenant's surge pushes
+    over); the smallest delay on a tie (a job already apart stays)."""
     step = max(1.0, job.interval_s / DELAY_STEPS)
+
+    def cost(delay: float) -> tuple[float, float]:
+        pulses = _pulses(job, job.phase_s + delay, horizon, t0)
+        near = _pulses(job, job.phase_s + delay, horizon, t0, guard=job.jitter_s)
+        return float(np.max(current + pulses)), float(current[near > 0].sum())
+
     best = 0.0
-    best_peak = float(np.max(current + _pulses(job, job.phase_s, horizon, t0)))
+    best_peak, best_shared = cost(0.0)
     for k in range(1, max(1, int(job.interval_s // step))):
         delay = k * step
-        peak = float(np.max(current + _pulses(job, job.phase_s + delay, horizon, t0)))
-        if peak < best_peak * (1 - 1e-9):
-            best, best_peak = delay, peak
+        peak, shared = cost(delay)
+        if peak < best_peak * (1 - 1e-9) or (
+                peak <= best_peak * (1 + 1e-9) and shared < best_shared * (1 - 1e-9)):
+            best, best_peak, best_shared = delay, peak, shared
     return best
 
 

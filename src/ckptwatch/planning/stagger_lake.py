@@ -34,7 +34,8 @@ def stagger_plans(lake_root: Path | str, settings: Settings, *,
                              "lake; set [pool] write_bandwidth_gbs in the config")
         jobs = [JobSchedule(r["job_id"], float(r["interval_s"]), float(r["duration_s"]),
                             float(r["bytes"]), r["last_start_ts"].timestamp(),
-                            r["barrier_p50_s"], r["barrier_p99_s"]) for r in mine]
+                            r["barrier_p50_s"], r["barrier_p99_s"],
+                            float(r["jitter_s"] or 0.0)) for r in mine]
         plans.append(stagger(name, jobs, float(mine[0]["capacity_bps"]),
                              str(mine[0]["capacity_source"])))
     return plans

@@ -77,6 +77,15 @@ class SimulationConfig:
     #: rank slowed by demand over capacity; as many bursts that stay under it (confounders).
     #: 0: none (the pool jobs' phases fall where their schedules put them).
     bursts_per_hour: float = 0.0
+    #: With bursts: the pool jobs were launched together and checkpoint on one schedule (the
+    #: first pool job's interval, phases within seconds), so their checkpoints collide by
+    #: themselves and a burst is such a collision the other tenants push over the capacity
+    #: (no checkpoint is moved). What a stagger plan (``ckptwatch plan stagger``) spreads.
+    aligned_phases: bool = False
+    #: (job id, seconds) pairs: every checkpoint of that job starts this much later (what a
+    #: scheduler applying a stagger plan's offsets does); checkpoints pushed past the day's
+    #: end are not taken.
+    phase_offsets: tuple[tuple[str, float], ...] = ()
     #: Telemetry families left out of the scenario (``OMITTABLE``): ``topology`` (no
     #: topology.csv), ``phases`` (no open/write/fsync/close columns), ``ocp`` (no OCP SMART:
     #: no media bytes written, so no write amplification), ``pool`` (no pool metrics),
@@ -149,6 +158,8 @@ class SimulationConfig:
             (0.0 <= self.background_per_stall <= 1.0,
              "background_per_stall must be between 0 and 1"),
             (0.0 <= self.bursts_per_hour <= 10.0, "bursts_per_hour must be between 0 and 10"),
+            (all(abs(off) <= 86400.0 for _, off in self.phase_offsets),
+             "phase_offsets must be within a day"),
             (self.tool_clocks in TOOL_CLOCKS,
              f"tool_clocks must be one of {', '.join(TOOL_CLOCKS)}"),
             (0.0 <= self.clock_skew_s <= MAX_CLOCK_SKEW_S,

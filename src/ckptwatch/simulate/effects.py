@@ -47,8 +47,8 @@ def _effect(i: int, inc: Incident, job: Job, j: int) -> Effect | None:
     A reached rank is held up by ``slowdown - 1`` times the job's normal barrier (scaled by how
     much of the rank's write the incident covers), so the barrier grows to about ``slowdown``
     times normal; the extra time goes where the cause puts it (gc: write and fsync,
-    fabric_pause and saturation: mostly write, unknown: write or fsync). Metadata adds latency x operations
-    to open and close.
+    fabric_pause and saturation: mostly write, unknown: write or fsync). Metadata adds latency
+    x operations to open and close.
     """
     d0 = job.d0
     rows = np.nonzero((job.starts < inc.end) & (job.starts + d0.max(axis=1) + 0.05 > inc.start))[0]

@@ -42,17 +42,20 @@ class IncidentPlanner:
                  smart_interval_s: float, gc_evidence: str = "full",
                  signal_strength: str = "strong", background_per_stall: float = 0.0,
                  variety_rng: np.random.Generator | None = None,
-                 bursts: float = 0.0) -> None:
+                 bursts: float = 0.0, collide: bool = True) -> None:
         """``expected``: mean number of incidents over [t0, t1]. ``gc_evidence``,
         ``signal_strength``, ``background_per_stall``: ``SimulationConfig``'s; their own draws
         come from ``variety_rng`` (so the default scenario stays as it was). ``bursts``: mean
         number of correlated checkpoint bursts that saturate the pool (and as many that stay
-        under its capacity), planned before every other incident."""
+        under its capacity), planned before every other incident. ``collide``: a burst moves
+        the pool jobs' nearest checkpoints to one moment; else it happens only where their
+        checkpoints already overlap (their schedules collide: ``aligned_phases``)."""
         self.cluster, self.jobs, self.bg, self.rng = cluster, jobs, bg, rng
         self.gc_evidence, self.weak = gc_evidence, signal_strength == "weak"
         self.background_per_stall = background_per_stall
         self.vrng = variety_rng if variety_rng is not None else np.random.default_rng(0)
         self.t0, self.t1, self.expected, self.bursts = t0, t1, expected, bursts
+        self.collide = collide
         #: Incidents end before the last SMART interval so that every drive can show them.
         self.t_end = t1 - min(1.4 * smart_interval_s + 100.0, 0.3 * (t1 - t0))
         self.used: dict[tuple[int, int], float] = {}  # (job, checkpoint) -> planned slowdown
@@ -353,12 +356,19 @@ class IncidentPlanner:
             taken = sum(1 for (jj, _) in self.used if jj == o)
             if o == j or taken + 1 > max(1, other.starts.size // 4):
                 continue
+            if not other.starts.size:
+                continue
             kk = int(np.argmin(np.abs(other.starts - at)))
             move = at + float(r.uniform(0.0, 4.0)) - float(other.starts[kk])
             near = any((o, x) in self.used for x in range(kk - 1, kk + 2))
             if near or abs(move) > 0.4 * other.interval_s:
                 continue
-            other.starts[kk] += move
+            if not self.collide:  # only checkpoints whose writes already overlap
+                if abs(float(other.starts[kk]) - at) >= min(float(other.b0[kk]),
+                                                            float(self.jobs[j].b0[k])):
+                    continue
+            else:
+                other.starts[kk] += move
             members.append((o, kk))
         if len(members) < 2:
             self.used.pop((j, k), None)

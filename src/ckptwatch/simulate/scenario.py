@@ -125,7 +125,8 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
                                 signal_strength=cfg.signal_strength,
                                 background_per_stall=cfg.background_per_stall,
                                 variety_rng=r_var,
-                                bursts=cfg.bursts_per_hour * cfg.hours).plan()
+                                bursts=cfg.bursts_per_hour * cfg.hours,
+                                collide=not cfg.aligned_phases).plan()
     apply_incidents(jobs, incidents, r_misc)
     hang = plan_hang(cfg.hang_ranks, seed, jobs)
     say(f"simulate: {len(jobs)} jobs, {sum(j.steps.size * j.n_ranks for j in jobs):,} rank rows, "

@@ -112,7 +112,33 @@ def build_jobs(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generator
             interval_s=interval, step_time_s=step_time,
             steps=int(rng.integers(10, 400)) * per_ckpt + (np.arange(count) + 1) * per_ckpt,
             starts=starts, nominal_s=nominal, traffic_bps=float(rng.uniform(3.0, 20.0)) * GB))
+    pool = [job for job in jobs if job.tier == "pool"]
+    if cfg.aligned_phases and len(pool) >= 2:
+        # launched together: one schedule (the longest of their intervals, so that each
+        # still fits), phases within seconds of the first pool job's
+        common = max(job.interval_s for job in pool)
+        start0 = float(pool[0].starts[0]) if pool[0].starts.size else t0 + 0.5 * common
+        for job in pool:
+            _reschedule(job, common, start0 + float(rng.uniform(0.0, 3.0)), t1, rng)
+    offsets = dict(cfg.phase_offsets)
+    for job in jobs:
+        if job.job_id in offsets:
+            keep = job.starts + offsets[job.job_id] < t1 - max(120.0, 8 * job.nominal_s)
+            job.starts = job.starts[keep] + offsets[job.job_id]
+            job.steps = job.steps[keep]
     return jobs
+
+
+def _reschedule(job: Job, interval: float, t_first: float, t1: float,
+                rng: np.random.Generator) -> None:
+    """``job``'s checkpoints every ``interval`` from ``t_first`` (its steps re-counted)."""
+    per_ckpt = max(1, round(interval / job.step_time_s))
+    count = max(0, math.ceil((t1 - max(120.0, 8 * job.nominal_s) - t_first) / interval))
+    job.interval_s = interval
+    job.starts = (t_first + np.arange(count) * interval
+                  + rng.uniform(0, min(5, job.step_time_s), count))
+    job.steps = int(job.steps[0] // per_ckpt if job.steps.size else 10) * per_ckpt + (
+        np.arange(count) + 1) * per_ckpt
 
 
 def _contention(jobs: list[Job], cluster: Cluster) -> list[np.ndarray]:
