@@ -73,6 +73,9 @@ def test_pauses_on_every_writer_of_a_saturated_pool_are_its_consequence() -> Non
     ({"pool_load": {**LOAD, "utilisation_median": CEILING_SHARE - 0.01}}, UNKNOWN),
     ({"slow_frac": 0.2}, UNKNOWN),  # a few ranks slow: a burst slows every one
     ({"metadata_share": 0.8}, "metadata"),  # the extra time in open/close
+    # the pool's metadata latency far out of its noise: metadata-specific evidence
+    ({"metadata_latency_z": 40.0, "metadata_latency_ms": 50.0, "metadata_latency_base_ms": 0.5,
+      "metadata_share": 0.4}, "metadata"),
     # the records alone, against their own busiest seconds: no ceiling known
     ({"pool_load": {**LOAD, "has_measured": False, "capacity_source": "records"}}, UNKNOWN),
     # the pool's write latency up on a few targets, the slow ranks': GC's pattern

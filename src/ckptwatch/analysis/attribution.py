@@ -346,8 +346,9 @@ def _bytes(n: float) -> str:
 def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
     """saturation: the shared pool wrote at its ceiling over the stall's window
     (``CEILING_SHARE``), every rank slowed rather than a few (``SATURATION_SLOW_FRAC``), the
-    slow ranks' extra time in the data path, not in open/close (that is metadata); where the
-    pool reports write latency, up on most of the job's targets, not on a few (GC's)."""
+    slow ranks' extra time in the data path, not in open/close, and the pool's metadata latency
+    within its noise (either is metadata); where the pool reports write latency, up on most of
+    the job's targets, not on a few (GC's)."""
     load = f.get("pool_load") or {}
     u = load.get("utilisation_median")
     if u is None:
@@ -357,7 +358,10 @@ def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
     few = (n_lat > 0 and not wide and bool(f.get("write_latency_up"))
            and f.get("write_latency_separation", 0.0) >= SEPARATION_SUPPORT)
     broad = f["slow_frac"] >= SATURATION_SLOW_FRAC
-    data_path = f["has_phases"] == 0 or f["metadata_share"] < 0.5
+    # no metadata-specific evidence: the extra time in write/fsync, not open/close, and the
+    # pool's metadata latency within its noise
+    data_path = ((f["has_phases"] == 0 or f["metadata_share"] < 0.5)
+                 and f.get("metadata_latency_z", 0.0) < Z_ELEVATED)
     # the records alone show the jobs' demand against their own busiest seconds: a ceiling
     # needs the pool's measured throughput or a configured capacity
     known = bool(load.get("has_measured")) or load.get("capacity_source") == "configured"
