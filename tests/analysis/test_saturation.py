@@ -73,7 +73,8 @@ def test_pauses_on_every_writer_of_a_saturated_pool_are_its_consequence() -> Non
     ({"pool_load": {**LOAD, "utilisation_median": CEILING_SHARE - 0.01}}, UNKNOWN),
     ({"slow_frac": 0.2}, UNKNOWN),  # a few ranks slow: a burst slows every one
     ({"metadata_share": 0.8}, "metadata"),  # the extra time in open/close
-    # the pool's metadata latency far out of its noise: metadata-specific evidence
+    # the pool's metadata latency far out of its noise and open/close time behind it:
+    # metadata-specific evidence
     ({"metadata_latency_z": 40.0, "metadata_latency_ms": 50.0, "metadata_latency_base_ms": 0.5,
       "metadata_share": 0.4}, "metadata"),
     # the records alone, against their own busiest seconds: no ceiling known
@@ -87,6 +88,14 @@ def test_what_is_not_saturation(over: dict[str, Any], top: str) -> None:
     ranked = attribute_one(_features(**over))
     assert "saturation" not in [v.cause for v in ranked]
     assert ranked[0].cause == top
+
+
+def test_a_burst_raising_metadata_latency_a_little_is_still_saturation() -> None:
+    # ranks creating their files at once raise the metadata service's latency out of its
+    # noise; with no open/close time behind it, that is the burst's
+    md = {"metadata_latency_z": 8.0, "metadata_latency_ms": 1.2, "metadata_latency_base_ms": 0.6,
+          "metadata_share": 0.02}
+    assert attribute_one(_features(**md))[0].cause == "saturation"
 
 
 def test_saturation_is_judged_where_a_pool_is_written() -> None:

@@ -346,9 +346,9 @@ def _bytes(n: float) -> str:
 def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
     """saturation: the shared pool wrote at its ceiling over the stall's window
     (``CEILING_SHARE``), every rank slowed rather than a few (``SATURATION_SLOW_FRAC``), the
-    slow ranks' extra time in the data path, not in open/close, and the pool's metadata latency
-    within its noise (either is metadata); where the pool reports write latency, up on most of
-    the job's targets, not on a few (GC's)."""
+    slow ranks' extra time in the data path, not in open/close, and no metadata latency out of
+    its noise with open/close time behind it (metadata's); where the pool reports write
+    latency, up on most of the job's targets, not on a few (GC's)."""
     load = f.get("pool_load") or {}
     u = load.get("utilisation_median")
     if u is None:
@@ -358,10 +358,14 @@ def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
     few = (n_lat > 0 and not wide and bool(f.get("write_latency_up"))
            and f.get("write_latency_separation", 0.0) >= SEPARATION_SUPPORT)
     broad = f["slow_frac"] >= SATURATION_SLOW_FRAC
-    # no metadata-specific evidence: the extra time in write/fsync, not open/close, and the
-    # pool's metadata latency within its noise
-    data_path = ((f["has_phases"] == 0 or f["metadata_share"] < 0.5)
-                 and f.get("metadata_latency_z", 0.0) < Z_ELEVATED)
+    # no metadata-specific evidence: the extra time in write/fsync, not open/close, and no
+    # metadata latency out of its noise that open/close time confirms (a burst of ranks
+    # creating their files raises the metadata service's latency a little too: alone, that
+    # is the burst's, not a metadata cause)
+    share, has_phases = f["metadata_share"], f["has_phases"]
+    md_latency = f.get("metadata_latency_z", 0.0) >= Z_ELEVATED and (
+        has_phases == 0 or share >= 0.3)
+    data_path = (has_phases == 0 or share < 0.5) and not md_latency
     # the records alone show the jobs' demand against their own busiest seconds: a ceiling
     # needs the pool's measured throughput or a configured capacity
     known = bool(load.get("has_measured")) or load.get("capacity_source") == "configured"
