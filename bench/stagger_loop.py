@@ -35,14 +35,15 @@ def day(root: Path, seed: int, nodes: int, hours: float,
     simulate(root / "raw", seed, nodes, hours, **opts)
     ingest(root / "raw", root / "lake")
     labels = json.loads((root / "raw" / "labels.json").read_text())
-    con = connect(root / "lake", views=("checkpoint_latency",))
+    con = connect(root / "lake", views=("checkpoint_latency", "pool_bursts"))
     try:
         p99 = dict(run_sql(con, "select job_id, quantile_cont(barrier_s, 0.99) from "
                                 "checkpoint_latency where tier = 'pool' group by job_id").rows())
+        bursts = run_sql(con, "select count(*) from pool_bursts").item()  # `ckptwatch bursts`
     finally:
         con.close()
     return {"saturation": sum(s["causes"][0] == "saturation" for s in labels["stalls"]),
-            "p99": p99}
+            "p99": p99, "bursts": bursts}
 
 
 def main() -> int:
@@ -53,16 +54,16 @@ def main() -> int:
     a = ap.parse_args()
     lo, _, hi = a.seeds.partition("-")
     seeds = range(int(lo), int(hi or lo) + 1)
-    print("| seed | jobs delayed | peak before / after / capacity (GB/s) | saturation stalls "
-          "before -> after | barrier p99 before -> after (s), per pool job |")
-    print("|---:|---:|---|---|---|")
+    print("| seed | jobs delayed | peak before / after / capacity (GB/s) | bursts before -> after "
+          "| saturation stalls before -> after | barrier p99 before -> after (s), per pool job |")
+    print("|---:|---:|---|---|---|---|")
     worse = 0
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             before = day(Path(tmp) / "before", seed, a.nodes, a.hours)
             plans = stagger_plans(Path(tmp) / "before" / "lake", Settings())
             if not plans:
-                print(f"| {seed} | - | one pool job: nothing to stagger | | |")
+                print(f"| {seed} | - | one pool job: nothing to stagger | | | |")
                 continue
             offsets = tuple((j.job_id, j.delay_s) for p in plans for j in p.jobs if j.delay_s)
             after = day(Path(tmp) / "after", seed, a.nodes, a.hours, offsets)
@@ -73,6 +74,7 @@ def main() -> int:
                 after["p99"].get(j, 0.0) > v for j, v in before["p99"].items())
             print(f"| {seed} | {len(offsets)} | {p.peak_before_bps / 1e9:.1f} / "
                   f"{p.peak_after_bps / 1e9:.1f} / {p.capacity_bps / 1e9:.1f} | "
+                  f"{before['bursts']} -> {after['bursts']} | "
                   f"{before['saturation']} -> {after['saturation']} | {p99} |")
     print(f"seeds where the plan made anything worse: {worse}")
     return 1 if worse else 0

@@ -29,26 +29,30 @@ def _day(root: Path, offsets: tuple[tuple[str, float], ...] = ()) -> dict[str, A
     simulate(root / "raw", SEED, 8, 2.0, **opts)
     assert ingest(root / "raw", root / "lake").quarantined == 0
     labels = json.loads((root / "raw" / "labels.json").read_text())
-    con = connect(root / "lake", views=("checkpoint_latency",))
+    con = connect(root / "lake", views=("checkpoint_latency", "pool_bursts"))
     try:
         p99 = dict(run_sql(con, "select job_id, quantile_cont(barrier_s, 0.99) "
                                 "from checkpoint_latency where tier = 'pool' "
                                 "group by job_id").rows())
+        # what `ckptwatch bursts` lists: the jobs' collisions on the pool
+        bursts = run_sql(con, "select count(*) from pool_bursts").item()
     finally:
         con.close()
     return {"saturation": sum(s["causes"][0] == "saturation" for s in labels["stalls"]),
-            "p99": p99, "lake": root / "lake"}
+            "p99": p99, "bursts": bursts, "lake": root / "lake"}
 
 
 def test_the_stagger_plan_applied_back_spreads_the_bursts(tmp_path: Path) -> None:
     before = _day(tmp_path / "before")
     assert before["saturation"] >= 2  # the colliding jobs' bursts stalled checkpoints
+    assert before["bursts"] >= before["saturation"] // 2  # and `bursts` lists the collisions
     [plan] = stagger_plans(before["lake"], Settings())
     offsets = tuple((j.job_id, j.delay_s) for j in plan.jobs if j.delay_s)
     assert offsets and plan.peak_after_bps < plan.peak_before_bps
     after = _day(tmp_path / "after", offsets)
     # the jobs apart: no collision left for the other tenants to push over the capacity
     assert after["saturation"] < before["saturation"]
+    assert after["bursts"] < before["bursts"]
     assert set(after["p99"]) == set(before["p99"])
     for job, p99 in before["p99"].items():
         assert after["p99"][job] < p99, job
