@@ -232,7 +232,9 @@ def _sample(pool_days: dict[str, Path], fmt: str) -> list[str]:
 @pytest.mark.parametrize("fmt", list(SOURCES))
 def test_variants_read_in_bulk_as_one_by_one(fmt: str, pool_days: dict[str, Path]) -> None:
     samples = _sample(pool_days, fmt) + {
-        "lustre": [p.read_text() for p in LUSTRE[:2]], "daos": [p.read_text() for p in DAOS],
+        "lustre": [p.read_text() for p in LUSTRE[:2]],
+        # the genuine outputs, and one with the metadata object RPCs' latency rows
+        "daos": [p.read_text() for p in DAOS] + [_read_real_daos() + _op_latency_rows()],
         "spdk": [(POOL / "spdk" / "bdev_get_iostat_example_response.json").read_text()],
         "gpfs": [(POOL / "gpfs_exporter" / n).read_text()
                  for n in ("mmdiag_waiters_stdout.txt", "mmpmon_fs_io_s_stdout.txt")]}[fmt]
@@ -309,6 +311,12 @@ def test_daos_outputs_with_metadata_rpc_latency_read_in_bulk_as_one_by_one() -> 
                         "output": texts})
     _, declined = parse_daos_metrics_bulk(env)
     assert declined.to_list() == []
+
+
+def _op_latency_rows() -> str:
+    from tests.sources.test_daos import OP_LATENCY
+
+    return OP_LATENCY.split("\n", 1)[1]
 
 
 def _read_real_daos() -> str:

@@ -186,8 +186,7 @@ def rule_verdicts(f: Mapping[str, Any]) -> list[CauseVerdict]:
     data_side = 0.5 + 0.5 * (1.0 - f["metadata_share"])
     out = []
     saturation = _saturation_verdict(f, data_side)
-    ceiling = _clip((f["pool_load"]["utilisation_median"] - 0.5) / 0.4) \
-        if saturation.supported else 0.0
+    ceiling = _ceiling(f["pool_load"]["utilisation_median"]) if saturation.supported else 0.0
 
     # fabric_pause: pause frames / PortXmitWait on the slow ranks' NICs, out of their noise
     # and not on the checkpoint's other nodes.
@@ -343,6 +342,12 @@ def _bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def _ceiling(utilisation: float) -> float:
+    """How strongly a pool's load over a stall's window says it was at its ceiling, in
+    [0, 1]: 0 at half its capacity, 1 from 0.9 of it."""
+    return _clip((utilisation - 0.5) / 0.4)
+
+
 def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
     """saturation: the shared pool wrote at its ceiling over the stall's window
     (``CEILING_SHARE``), every rank slowed rather than a few (``SATURATION_SLOW_FRAC``), the
@@ -370,7 +375,7 @@ def _saturation_verdict(f: Mapping[str, Any], data_side: float) -> CauseVerdict:
     # needs the pool's measured throughput or a configured capacity
     known = bool(load.get("has_measured")) or load.get("capacity_source") == "configured"
     support = u >= CEILING_SHARE and broad and data_path and not few and known
-    score = (_clip((u - 0.5) / 0.4) * (0.5 + 0.5 * f["slow_frac"]) * data_side
+    score = (_ceiling(u) * (0.5 + 0.5 * f["slow_frac"]) * data_side
              * (1.0 if wide or not n_lat else 0.8))
     ev = []
     if u >= CEILING_SHARE:

@@ -371,14 +371,18 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataF
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+def _built(con: duckdb.DuckDBPyConnection, view: str) -> bool:
+    """Whether the connection built ``view`` (a connection builds only the views asked of it)."""
+    return bool(con.execute("select count(*) from duckdb_views() where view_name = ?",
+                            [view]).fetchall()[0][0])
+
+
 def _pool_job_rows(con: duckdb.DuckDBPyConnection,
                    job: str | None) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Each stall's ``stall_pool_jobs`` rows (the job's own pool latency from the pool's
     per-job statistics: Lustre job_stats), highest ratio to the job's usual level first; none
     when the connection did not build the mart."""
-    built = con.execute("select count(*) from duckdb_views() "
-                        "where view_name = 'stall_pool_jobs'").fetchall()
-    if not built[0][0]:
+    if not _built(con, "stall_pool_jobs"):
         return {}
     # Most pools keep no per-job statistics: one look at the raw table spares the stalls step
     # the interval means of every pool series that the mart would compute to find none.
@@ -402,9 +406,7 @@ def _saturation_rows(con: duckdb.DuckDBPyConnection,
                      job: str | None) -> dict[tuple[str, int], dict[str, Any]]:
     """Each pool stall's ``stall_saturation`` row (the shared pool's load over its window;
     of its pools, the most loaded); none when the connection did not build the mart."""
-    built = con.execute("select count(*) from duckdb_views() "
-                        "where view_name = 'stall_saturation'").fetchall()
-    if not built[0][0]:
+    if not _built(con, "stall_saturation"):
         return {}
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for r in run_sql(con, """

@@ -79,6 +79,8 @@ class Incident:
     signal: dict[str, float] = field(default_factory=dict)
     #: the jobs a pool-wide incident slows (``saturation``: the burst's jobs, all their ranks)
     jobs: tuple[str, ...] = ()
+    #: ``saturation``: the other tenants' writes over the burst, (start, end, bytes/s) segments
+    surges: tuple[tuple[float, float, float], ...] = ()
 
 
 @dataclass
@@ -224,18 +226,10 @@ def grouped(group: np.ndarray, n_groups: int, starts: np.ndarray, ends: np.ndarr
 
 def tenant_surges(incidents: Sequence[Incident], n_targets: int) -> list[Cumulative]:
     """Per pool target, the cumulative bytes the other tenants of a saturated pool write
-    during its bursts (``saturation`` incidents: each ``_surge<i>`` segment's bytes/s over its
-    ``_start``-``_end``, spread evenly over the burst's targets)."""
-    rows = []
-    for inc in incidents:
-        if inc.cause != "saturation" or not inc.targets:
-            continue
-        i = 0
-        while f"_surge{i}_bps" in inc.signal:
-            a, b = inc.signal[f"_surge{i}_start"], inc.signal[f"_surge{i}_end"]
-            share = inc.signal[f"_surge{i}_bps"] / len(inc.targets) * (b - a)
-            rows += [(t, a, b, share) for t in inc.targets]
-            i += 1
+    during its bursts (``saturation`` incidents: each of its ``surges`` segments' bytes/s,
+    spread evenly over the burst's targets)."""
+    rows = [(t, a, b, bps / len(inc.targets) * (b - a))
+            for inc in incidents if inc.targets for a, b, bps in inc.surges for t in inc.targets]
     group = np.array([r[0] for r in rows], dtype=np.int64)
     starts, ends, amounts = (np.array([r[k] for r in rows], dtype=float) for k in (1, 2, 3))
     return grouped(group, n_targets, starts, ends, amounts)

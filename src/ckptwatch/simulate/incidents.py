@@ -393,23 +393,22 @@ class IncidentPlanner:
         end = max(b for _, b, _ in spans) + float(r.uniform(5.0, 30.0))
         jobs = tuple(self.jobs[o].job_id for o, _ in members)
         # The other tenants take what the ranks leave of the pool's bandwidth: the pool writes
-        # at its ceiling over the whole burst (hidden ``_surge<i>`` segments: start, end, bytes/s)
-        surge: dict[str, float] = {}
+        # at its ceiling over the whole burst (segments: start, end, bytes/s)
+        surges: list[tuple[float, float, float]] = []
         if not under:
             cuts = sorted({start, end, *(min(max(x, start), end) for a, b, _ in spans
                                          for x in (a, b))})
-            for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
-                mid = (a + b) / 2
-                ranks = sum(rate for s0, s1, rate in spans if s0 <= mid < s1)
-                surge.update({f"_surge{i}_start": a, f"_surge{i}_end": b,
-                              f"_surge{i}_bps": max(0.0, capacity - ranks)})
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                ranks = sum(rate for s0, s1, rate in spans if s0 <= (a + b) / 2 < s1)
+                surges.append((a, b, max(0.0, capacity - ranks)))
         nodes = tuple(sorted(int(x) for o, _ in members for x in self.jobs[o].nodes))
         self._add(cause="saturation", kind="confounder" if under else "stall",
                   variant="under_capacity" if under else f"burst_{len(members)}_jobs",
                   job_id=self.jobs[j].job_id, start=start, end=end, nodes=nodes,
                   targets=tuple(range(len(cl.targets))), slowdown=slowdown, jobs=jobs,
+                  surges=tuple(surges),
                   signal={"demand_gbs": (demand + tenants) / GB, "capacity_gbs": capacity / GB,
-                          "jobs_gbs": demand / GB, "tenants_gbs": tenants / GB, **surge})
+                          "jobs_gbs": demand / GB, "tenants_gbs": tenants / GB})
         if not under:  # the incast: pauses on every writer, a consequence that slows nothing
             sig = self._fabric_signal()
             share = float(r.uniform(0.3, 1.0))
