@@ -69,3 +69,12 @@ def test_a_phase_offset_is_job_equals_seconds(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="is not JOB=SECONDS"):
         _offset(text)
     assert _offset("job-1=250.5") == ("job-1", 250.5)
+
+
+def test_an_offset_for_a_job_the_day_does_not_have_is_an_error(tmp_path: Path) -> None:
+    from ckptwatch.errors import SimulationConfigError
+
+    with pytest.raises(SimulationConfigError, match=r"--phase-offset: no job job-typo in this "
+                       r"scenario \(its jobs: job-"):
+        simulate(tmp_path / "raw", SEED, 8, 1.0, phase_offsets=(("job-typo", 30.0),))
+    assert not (tmp_path / "raw").exists()  # nothing left behind to block the next run

@@ -99,7 +99,9 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
         raise SimulationConfigError(f"unknown simulate option(s): {', '.join(unknown)}")
     cfg = SimulationConfig(nodes=nodes, hours=hours, **opts)
     cfg.validate()
-    _prepare(Path(out_dir), overwrite)
+    # OUT_DIR checked now, changed only once the scenario is planned: an option found wrong
+    # while planning (a --phase-offset for no job) leaves nothing behind
+    _check_out(Path(out_dir), overwrite)
     say = progress or (lambda _msg: None)
     t0 = cfg.start_epoch()
     t1 = t0 + cfg.hours * 3600.0
@@ -129,6 +131,7 @@ def simulate(out_dir: Path, seed: int, nodes: int = 8, hours: float = 4.0, *,
                                 collide=not cfg.aligned_phases).plan()
     apply_incidents(jobs, incidents, r_misc)
     hang = plan_hang(cfg.hang_ranks, seed, jobs)
+    _prepare(Path(out_dir), overwrite)
     say(f"simulate: {len(jobs)} jobs, {sum(j.steps.size * j.n_ranks for j in jobs):,} rank rows, "
         f"{len(incidents)} incidents")
     resets = []
@@ -208,15 +211,20 @@ def _clocks(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generator) -
                   offset={h: x for h, x in offset.items() if x}, rng=rng)
 
 
-def _prepare(out: Path, overwrite: bool) -> None:
-    """Check OUT_DIR, remove the generator's own files when overwriting, make subdirs."""
+def _check_out(out: Path, overwrite: bool) -> list[str]:
+    """Check OUT_DIR (nothing is changed): the generator's own outputs already in it."""
     if out.exists() and not out.is_dir():
         raise SimulationConfigError(f"{out} exists and is not a directory; choose another OUT_DIR")
     present = [name for name in OUTPUTS if (out / name).exists()]
     if present and not overwrite:
         raise SimulationConfigError(f"{out} already holds a scenario ({', '.join(present)}); "
                              "pass --force to replace it or choose an empty OUT_DIR")
-    for name in present:
+    return present
+
+
+def _prepare(out: Path, overwrite: bool) -> None:
+    """Check OUT_DIR, remove the generator's own files when overwriting, make subdirs."""
+    for name in _check_out(out, overwrite):
         target = out / name
         if target.is_dir():
             shutil.rmtree(target)

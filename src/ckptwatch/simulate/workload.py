@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ckptwatch.errors import SimulationConfigError
 from ckptwatch.simulate.cluster import GB, GPUS_PER_NODE, Background, Cluster, Job
 from ckptwatch.simulate.config import SimulationConfig
 
@@ -121,6 +122,11 @@ def build_jobs(cfg: SimulationConfig, cluster: Cluster, rng: np.random.Generator
         for job in pool:
             _reschedule(job, common, start0 + float(rng.uniform(0.0, 3.0)), t1, rng)
     offsets = dict(cfg.phase_offsets)
+    unknown = sorted(set(offsets) - {job.job_id for job in jobs})
+    if unknown:
+        raise SimulationConfigError(
+            f"--phase-offset: no job {', '.join(unknown)} in this scenario (its jobs: "
+            f"{', '.join(sorted(job.job_id for job in jobs))})")
     for job in jobs:
         if job.job_id in offsets:
             keep = job.starts + offsets[job.job_id] < t1 - max(120.0, 8 * job.nominal_s)
