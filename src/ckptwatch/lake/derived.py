@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq  # loaded already: ckptwatch.lake.store writes every part with it
 
 from ckptwatch.errors import LakeError
-from ckptwatch.lake import seam
+from ckptwatch.lake import seam, signalstats
 from ckptwatch.lake.freshness import (
     COUNTER_TABLES,
     DELTAS,
@@ -150,10 +150,12 @@ _EMPTY_CARRY = f"""
 
 @dataclass(frozen=True)
 class Refresh:
-    """What :func:`refresh` did: the days it computed and the days that were already fresh."""
+    """What :func:`refresh` did: the days whose deltas it computed, the days that were already
+    fresh, and the days whose signal statistics it computed (``ckptwatch.lake.signalstats``)."""
 
     built: tuple[date, ...]
     kept: tuple[date, ...]
+    stats: tuple[date, ...] = ()
 
 
 def _fsync_replace(tmp: Path, path: Path) -> None:
@@ -187,9 +189,11 @@ def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
             for table in (DELTAS, SERIES, STATE):
                 shutil.rmtree(derived_dir(lake) / table / f"date={orphan.isoformat()}",
                               ignore_errors=True)
+            signalstats.remove(lake, orphan)
         fresh = fresh_days(lake, stored, prints)
         built: list[date] = []
         kept: list[date] = []
+        stats: list[date] = []
         previous: date | None = None
         for day in days:
             if day in fresh:  # prints are chained: a day after a changed one is stale
@@ -201,7 +205,19 @@ def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
                                    json.dumps(stored, indent=1, sort_keys=True).encode())
                 built.append(day)
             previous = day
-        return Refresh(tuple(built), tuple(kept))
+            if _store_stats(lake, day, memory_limit):
+                stats.append(day)
+        return Refresh(tuple(built), tuple(kept), tuple(stats))
+
+
+def _store_stats(lake: Lake, day: date, memory_limit: str | None) -> bool:
+    """The day's signal statistics (``ckptwatch.lake.signalstats``), once its deltas are in
+    place; a DuckDB failure is the refresh's, named by day."""
+    try:
+        return signalstats.store(lake, day, memory_limit)
+    except duckdb.Error as exc:
+        raise LakeError(f"signal statistics of {day} ({signalstats.day_dir(lake, day)}): "
+                        f"{exc}") from exc
 
 
 def _parts(lake: Lake, table: str, day: date) -> list[Path]:

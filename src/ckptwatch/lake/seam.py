@@ -3,7 +3,7 @@ exactly what its SQL file says, is decided here and nowhere else.
 
 ``ckptwatch.lake.query.connect`` builds each view from its file as written, through
 :func:`build_views`; the SQL files hold the rules. The swaps below change how rows are
-computed or where they come from; the first three return the same rows as the files alone:
+computed or where they come from; the first four return the same rows as the files alone:
 
 1. **Lake views, one footer** (:func:`lake_view_sql`): a ``lake/`` view reads its parts without
    ``union_by_name`` when every part has the same columns in the same order (one footer is
@@ -11,20 +11,26 @@ computed or where they come from; the first three return the same rows as the fi
 2. **Stored counter deltas** (:func:`use_stored_deltas`): ``int_signal_counter_deltas`` reads
    ``derived_counter_deltas`` (the rows ``ckptwatch.lake.derived.refresh`` stored) instead of
    computing ``stg_counter_deltas_of``, when every day the connection reads is fresh
-   (``ckptwatch.lake.freshness``) and no counter rows were added (5). The SQL holds both branches;
-   the variable ``counter_deltas_derived`` picks one (unset, as in the duckdb CLI: computed).
+   (``ckptwatch.lake.freshness``) and no counter rows were added (5). The SQL holds both
+   branches; the variable ``counter_deltas_derived`` picks one (unset, as in the duckdb CLI:
+   computed).
 3. **Pinned views** (:func:`pinned_views`): within a block, a view or parameterless table macro
    reads a temporary table of its own rows, computed once on entry, so that the views reading
    it do not compute it again; restored on exit. Attribution pins ``PINNED_VIEWS``,
    ``PINNED_SAMPLES`` and ``PINNED_SERIES`` (``ckptwatch.analysis.stalls``).
+4. **Stored signal statistics** (in :func:`pinned_views`): a pinned view of
+   ``PINNED_SAMPLES`` / ``PINNED_SERIES`` reads the rows ``ckptwatch.lake.signalstats`` stored
+   for the one day the connection reads (the same SQL over the same parts with the same
+   settings, run when that day's deltas were stored) instead of computing them, unless rows
+   were added (5).
 
 Two swaps give a view other rows, on the caller's request:
 
-4. **Added rows** (``connect(extra_rows=...)``, :func:`add_rows`): rows added to a lake table's
+5. **Added rows** (``connect(extra_rows=...)``, :func:`add_rows`): rows added to a lake table's
    view (``union all by name``) before any other view reads it: raw telemetry not yet ingested
    (the live watcher). The stored deltas do not hold them, so a connection given rows of a
    counter table computes the deltas (2).
-5. **Some parts only** (:func:`read_parts`): a lake table's view reads the given Parquet files
+6. **Some parts only** (:func:`read_parts`): a lake table's view reads the given Parquet files
    only (``ckptwatch.lake.derived.refresh``: a day's counter parts, a batch at a time).
 
 Not a swap (the same views, bound the same): the views of the layers after ``lake/`` are built
@@ -32,7 +38,7 @@ once and copied (:func:`build_views` through ``ckptwatch.lake.viewcache``). A co
 lake views bound the same columns as an earlier one's, with the same view files and session
 settings, is given that connection's views and table macros without binding them again, and
 runs its files' ``set variable`` statements itself, over its own lake; a connection given
-added rows (4) or a database file builds its own. A view a connection replaces (3, 5) is
+added rows (5) or a database file builds its own. A view a connection replaces (3, 4, 6) is
 replaced on that connection only.
 
 To see what a view returns without any of them, build it in the duckdb CLI (``sql/build.sql``)
@@ -82,11 +88,16 @@ PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
 #: (``int_signal_gauge_samples()``: the SMART and pool signal gauges deduplicated, one ``lag()``
 #: per series), and each drive's write amplification on its common time base
 #: (``int_signal_write_amplification()``, read by ``int_signal_noise`` and ``stall_signals``:
-#: one pass over the two SMART byte counters). The catalog's signal names
-#: (``int_signal_families()``) need no pin: a constant list found when the views are built
-#: (int_signal_counters.sql). Before ``PINNED_SERIES`` (which reads them), and only when there
-#: are stalls to attribute.
-PINNED_SAMPLES: tuple[str, ...] = ("int_signal_gauge_samples", "int_signal_write_amplification")
+#: one pass over the two SMART byte counters); first, the pool's interval means
+#: (``int_pool_interval_means``: one ``lag()`` over every pool series, a row per interval of a
+#: target's latency, queue and metadata counters), which int_signal_samples, pool_demand and
+#: stall_pool_jobs read: otherwise computed again by each of the stall step's queries. The
+#: catalog's signal names (``int_signal_families()``) need no pin: a constant list found when
+#: the views are built (int_signal_counters.sql). Before ``PINNED_SERIES`` (which reads them),
+#: and only when there are stalls to attribute. A day's rows of all of them are stored once
+#: (``ckptwatch.lake.signalstats``) and read from there when they are the connection's (4).
+PINNED_SAMPLES: tuple[str, ...] = ("int_pool_interval_means", "int_signal_gauge_samples",
+                                   "int_signal_write_amplification")
 
 
 def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path],
@@ -255,13 +266,18 @@ def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
 
 @contextmanager
 def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
-                 one_thread_if_short: bool = False) -> Iterator[None]:
+                 one_thread_if_short: bool = False, use_stored: bool = True) -> Iterator[None]:
     """Within the block, each view of ``names`` the connection has (or table macro without
     parameters) reads a temporary table of its rows, computed once on entry (the views
     reading it see the same rows, now without recomputing them); on exit the views are as
     they were and the tables are gone. ``one_thread_if_short``: a table that runs out of
     DuckDB's memory on every thread is computed again on one (:func:`one_thread`). A view's
-    rows depend on the session variables set before entry (detection settings)."""
+    rows depend on the session variables set before entry (detection settings).
+    ``use_stored``: the rows of a view that ``ckptwatch.lake.signalstats`` stored for the
+    connection's day and settings are read from their file instead (4)."""
+    from ckptwatch.lake import signalstats  # the store (pyarrow): only when pinning
+
+    stored = signalstats.stored(con) if use_stored else {}
     saved: list[tuple[str, str]] = []
     try:
         for name in names:
@@ -271,6 +287,9 @@ def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
             is_view = not sql.startswith("create or replace macro")
             # Identifiers from the PINNED_* constants, not values: no parameter for them.
             source = f'"{name}"' if is_view else f'"{name}"()'
+            if name in stored:  # a path under date=…/: not a hive column of the rows
+                source = ("read_parquet('" + str(stored[name]).replace("'", "''")
+                          + "', hive_partitioning = false)")
             pin = f'create or replace temp table "pinned_{name}" as select * from {source}'
             try:
                 con.execute(pin).fetchall()
