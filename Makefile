@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_LAKE ?= data/lake
 
-.PHONY: demo test wheel-check lint bench bench-targets bench-formats bench-marts bench-derived bench-live bench-stagger clean install system-deps model
+.PHONY: demo test wheel-check lint bench bench-targets bench-formats bench-marts bench-derived bench-live bench-stagger bench-scale clean install system-deps model
 
 install: $(STAMP)
 
@@ -102,6 +102,17 @@ bench-marts: $(STAMP)
 # tables, each in a fresh process at the nightly's DuckDB cap (bench/out/work/lake by default).
 bench-derived: $(STAMP)
 	$(BIN)/python bench/derived.py
+
+# The nightly's cost curve (issue 47; bench/scale.py): world-mix days of 128, 512 and 2,048
+# nodes (generated once into bench/out/raw-*n-24h-world; SCALE_SIZES=128,512 for fewer), each's
+# nightly flow at its default DuckDB cap on a fresh lake, beside a bare lag() pass and
+# find_stalls alone on it: rows, wall and CPU s, peak RSS per step, the growth exponent and the
+# targets (bench/out/scale.json). 128 and 512 nodes: ~7 min once their days exist (generating
+# them: ~1 and ~3 min); the 2,048-node day is ~4x the 512-node one (~18 GB of raw files) and
+# its run at least 4x as long. `bench/scale.py --table`: the last run's table, running nothing.
+SCALE_SIZES ?= 128,512,2048
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py --sizes $(SCALE_SIZES)
 
 # The live watcher benchmark (not part of the tests): ~8 min in real time. Replays a 512-node,
 # 4096-rank job whose checkpoints hang; prints alert delay, the watcher's CPU and peak RSS.

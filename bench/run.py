@@ -273,9 +273,28 @@ def stage_nightly(raw: Path, lake: Path, fresh: bool = True,
                   lookback_days: int = 0) -> dict[str, Any]:
     """The nightly flow as ``ckptwatch nightly RAW --lake LAKE --no-send`` runs it
     (``cli/nightly.py``): Prefect's local server launched, the flow imported while it boots,
-    the flow run against it."""
-    from ckptwatch.flows import local_prefect
+    the flow run against it. Besides the flow's own seconds and peak RSS per step, each step's
+    CPU seconds (``steps_cpu_s``: user + system of this process and of the children reaped
+    during the step, such as the ingest's parse workers; the bench times the flow's step clock,
+    the flow itself is unchanged)."""
+    from contextlib import contextmanager
 
+    from ckptwatch.flows import local_prefect
+    from ckptwatch.flows.run import StepClock
+
+    steps_cpu: dict[str, float] = {}
+    timed = StepClock.step
+
+    @contextmanager
+    def step_with_cpu(clock: StepClock, name: str) -> Any:
+        c0 = _cpu_s()
+        try:
+            with timed(clock, name):
+                yield
+        finally:
+            steps_cpu[name] = round(_cpu_s() - c0, 2)
+
+    setattr(StepClock, "step", step_with_cpu)  # noqa: B010 (a method replaced in this child)
     if fresh:
         shutil.rmtree(lake, ignore_errors=True)
     t0 = time.perf_counter()
@@ -288,7 +307,9 @@ def stage_nightly(raw: Path, lake: Path, fresh: bool = True,
         out = nightly_flow(raw, lake, send=False, lookback_days=lookback_days)
     return {"rows": int(out.get("ingested", 0)), "seconds": time.perf_counter() - t0,
             "unit": "files", "steps_s": out.get("steps_s", {}),
-            "steps_peak_rss_mb": out.get("steps_peak_rss_mb", {}),
+            "steps_peak_rss_mb": out.get("steps_peak_rss_mb", {}), "steps_cpu_s": steps_cpu,
+            "stalls": out.get("stalls"), "alerts": out.get("alerts"),
+            "views": out.get("views"), "failed": out.get("failed"),
             "report_json": out.get("report_json")}
 
 
