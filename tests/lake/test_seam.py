@@ -55,6 +55,7 @@ def test_the_exceptions_are_current() -> None:
 def test_the_readme_names_every_swap_and_pinned_view() -> None:
     section = README.split("## What a view returns at run time", 1)[1].split("\n## ", 1)[0]
     for name in (*seam.PINNED_VIEWS, *seam.PINNED_SAMPLES, *seam.PINNED_SERIES,
+                 *seam.PINNED_STORED, "signalstats",
                  seam.DERIVED_READER, seam.DERIVED_SWITCH, "lake_view_sql", "use_stored_deltas",
                  "pinned_views", "extra_rows=", "read_parts"):
         assert name in section, f"sql/README.md's seam section does not name {name}"

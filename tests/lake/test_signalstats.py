@@ -34,7 +34,9 @@ def only_day(root: Path) -> date:
 
 
 def computed(con: object, name: str) -> pl.DataFrame:
-    source = name if name == "int_pool_interval_means" else f"{name}()"
+    is_view = con.execute(  # type: ignore[attr-defined]
+        "select count(*) from duckdb_views() where view_name = ?", [name]).fetchall()[0][0]
+    source = name if is_view else f"{name}()"
     return run_sql(con, f"select * from {source}")  # type: ignore[arg-type]
 
 

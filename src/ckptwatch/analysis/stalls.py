@@ -25,7 +25,7 @@ switches and targets, and the context lists where they were last seen (``unfinis
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -33,19 +33,35 @@ import polars as pl
 
 from ckptwatch.analysis.unfinished import where_seen
 from ckptwatch.lake.query import run_sql
-from ckptwatch.lake.seam import PINNED_SAMPLES, PINNED_SERIES, PINNED_VIEWS, pinned_views
+from ckptwatch.lake.seam import (
+    PINNED_SAMPLES,
+    PINNED_SERIES,
+    PINNED_STORED,
+    PINNED_VIEWS,
+    pinned_views,
+)
 
 
-def detect_stalls(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:
-    """Every stall (optionally of one job), oldest first."""
+#: A job filter: None (every job), one job, or several (``ckptwatch.analysis.findings``
+#: attributes groups of jobs as tasks of their own: a job's stalls are the same either way).
+Jobs = str | Sequence[str] | None
+
+
+def _jobs(job: Jobs) -> list[str] | None:
+    """``job`` as the ``$job`` parameter of the queries below: a list of jobs, or None."""
+    return None if job is None else [job] if isinstance(job, str) else list(job)
+
+
+def detect_stalls(con: duckdb.DuckDBPyConnection, job: Jobs = None) -> pl.DataFrame:
+    """Every stall (optionally of one job, or of a list of jobs), oldest first."""
     return run_sql(con, """
         select job_id, step, tier, start_ts, end_ts, n_ranks, n_started, n_unfinished,
                p50_s, p99_s, barrier_s, barrier_is_lower_bound, timed_out, timeout_reason,
                n_timed_out, baseline_s, ratio_to_baseline, excess_s, n_stragglers
         from stalls
-        where is_stall and ($job is null or job_id = $job)
+        where is_stall and ($job is null or list_contains($job, job_id))
         order by start_ts, job_id, step
-    """, {"job": job})
+    """, {"job": _jobs(job)})
 
 
 #: Feature columns, in model order. Each is documented in ``FEATURE_DOCS``.
@@ -326,34 +342,39 @@ def _queue_up(rows: pl.DataFrame, hosts: set[str]) -> list[dict[str, Any]]:
              "base": r["median_level"] or 0.0, "z": r["z"]} for r in up.iter_rows(named=True)]
 
 
-def stall_features(con: duckdb.DuckDBPyConnection, job: str | None = None) -> pl.DataFrame:
-    """One row per stall: identity columns, ``FEATURES`` and the context evidence needs."""
+def stall_features(con: duckdb.DuckDBPyConnection, job: Jobs = None) -> pl.DataFrame:
+    """One row per stall (of ``job``: one job or a list of them): identity columns,
+    ``FEATURES`` and the context evidence needs."""
     with pinned_views(con, PINNED_VIEWS):
-        return _stall_features(con, job)
+        return _stall_features(con, _jobs(job))
 
 
-def _stall_features(con: duckdb.DuckDBPyConnection, job: str | None) -> pl.DataFrame:
+def _stall_features(con: duckdb.DuckDBPyConnection, job: list[str] | None) -> pl.DataFrame:
     stalls = detect_stalls(con, job)
     if stalls.height == 0:
         return stalls.with_columns([pl.lit(None, pl.Float64).alias(f) for f in FEATURES])
-    ranks = run_sql(con, "select * from stall_ranks where ($job is null or job_id = $job)",
-                    {"job": job})
+    ranks = run_sql(con, "select * from stall_ranks "
+                    "where ($job is null or list_contains($job, job_id))", {"job": job})
     with (pinned_views(con, PINNED_SAMPLES),
-          pinned_views(con, PINNED_SERIES, one_thread_if_short=True)):
+          pinned_views(con, PINNED_SERIES, one_thread_if_short=True),
+          pinned_views(con, PINNED_STORED, only_stored=True)):
         signals = run_sql(con, "select * from stall_signals "
-                          "where ($job is null or job_id = $job)", {"job": job})
+                          "where ($job is null or list_contains($job, job_id))",
+                          {"job": job})
         hosts = sorted(set(signals["host"].to_list()))
         noise = run_sql(con, "select * from int_signal_noise where list_contains($hosts, host)",
                         {"hosts": hosts})
+        # the stalled jobs' checkpoints only: a job's history is its own
         history = run_sql(con, """
             select job_id, step, host, family, sum(level) as level
             from counter_windows
-            where family in ('pause', 'xmit_wait') and ($job is null or job_id = $job)
+            where family in ('pause', 'xmit_wait') and list_contains($jobs, job_id)
                 and list_contains($hosts, host)
             group by job_id, step, host, family
-        """, {"job": job, "hosts": hosts})
+        """, {"jobs": sorted(set(stalls["job_id"].to_list())), "hosts": hosts})
         coverage = {(r["job_id"], int(r["step"])): r for r in run_sql(
-            con, "select * from stall_coverage where ($job is null or job_id = $job)",
+            con, "select * from stall_coverage "
+            "where ($job is null or list_contains($job, job_id))",
             {"job": job}).iter_rows(named=True)}
         own = _pool_job_rows(con, job)
         # the pool's load over each pool stall's window (pool_demand: every rank record's
@@ -378,7 +399,7 @@ def _built(con: duckdb.DuckDBPyConnection, view: str) -> bool:
 
 
 def _pool_job_rows(con: duckdb.DuckDBPyConnection,
-                   job: str | None) -> dict[tuple[str, int], list[dict[str, Any]]]:
+                   job: list[str] | None) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Each stall's ``stall_pool_jobs`` rows (the job's own pool latency from the pool's
     per-job statistics: Lustre job_stats), highest ratio to the job's usual level first; none
     when the connection did not build the mart."""
@@ -395,7 +416,7 @@ def _pool_job_rows(con: duckdb.DuckDBPyConnection,
             select job_id, step, target, signal, pool_job_id, level_ms, max_ms, baseline_ms,
                 n_ops
             from stall_pool_jobs
-            where $job is null or job_id = $job
+            where $job is null or list_contains($job, job_id)
             order by job_id, step, level_ms / nullif(baseline_ms, 0) desc nulls last, target
             """, {"job": job}).iter_rows(named=True):
         out.setdefault((r["job_id"], int(r["step"])), []).append(r)
@@ -403,7 +424,7 @@ def _pool_job_rows(con: duckdb.DuckDBPyConnection,
 
 
 def _saturation_rows(con: duckdb.DuckDBPyConnection,
-                     job: str | None) -> dict[tuple[str, int], dict[str, Any]]:
+                     job: list[str] | None) -> dict[tuple[str, int], dict[str, Any]]:
     """Each pool stall's ``stall_saturation`` row (the shared pool's load over its window;
     of its pools, the most loaded); none when the connection did not build the mart."""
     if not _built(con, "stall_saturation"):
@@ -411,7 +432,7 @@ def _saturation_rows(con: duckdb.DuckDBPyConnection,
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for r in run_sql(con, """
             select * from stall_saturation
-            where $job is null or job_id = $job
+            where $job is null or list_contains($job, job_id)
             order by job_id, step, utilisation_median desc nulls last, pool
             """, {"job": job}).iter_rows(named=True):
         out.setdefault((r["job_id"], int(r["step"])), r)

@@ -98,6 +98,11 @@ PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
 #: (``ckptwatch.lake.signalstats``) and read from there when they are the connection's (4).
 PINNED_SAMPLES: tuple[str, ...] = ("int_pool_interval_means", "int_signal_gauge_samples",
                                    "int_signal_write_amplification")
+#: Views attribution reads for a few stalls but that span the whole day: the pool's demand per
+#: second (``pool_demand``: its capacity estimate reads every second of the day). Pinned only
+#: when their rows are stored for the connection's day (4); otherwise left to the query that
+#: reads them (computing them on entry would cost the stall step a day without pool stalls).
+PINNED_STORED: tuple[str, ...] = ("pool_demand",)
 
 
 def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path],
@@ -252,21 +257,24 @@ def read_parts(con: duckdb.DuckDBPyConnection, table: str, files: list[str]) -> 
 def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
     """The statement that creates ``name`` again: a view of the connection, or a table macro
     without parameters (as ``int_signal_series``); None when it has neither."""
-    row = con.execute("select sql from duckdb_views() where view_name = ? "
-                      "and schema_name = 'main' and not temporary", [name]).fetchone()
-    if row is not None:
-        return str(row[0])
-    row = con.execute("select macro_definition from duckdb_functions() where function_name = ? "
-                      "and schema_name = 'main' and function_type = 'table_macro' "
-                      "and len(parameters) = 0", [name]).fetchone()
-    if row is not None:
-        return f'create or replace macro "{name}"() as table {row[0]}'
+    # fetchall, not fetchone: a result left unfinished blocks the connection's next relation
+    rows = con.execute("select sql from duckdb_views() where view_name = ? "
+                       "and schema_name = 'main' and not temporary", [name]).fetchall()
+    if rows:
+        return str(rows[0][0])
+    rows = con.execute("select macro_definition from duckdb_functions() "
+                       "where function_name = ? and schema_name = 'main' "
+                       "and function_type = 'table_macro' and len(parameters) = 0",
+                       [name]).fetchall()
+    if rows:
+        return f'create or replace macro "{name}"() as table {rows[0][0]}'
     return None
 
 
 @contextmanager
 def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
-                 one_thread_if_short: bool = False, use_stored: bool = True) -> Iterator[None]:
+                 one_thread_if_short: bool = False, use_stored: bool = True,
+                 only_stored: bool = False) -> Iterator[None]:
     """Within the block, each view of ``names`` the connection has (or table macro without
     parameters) reads a temporary table of its rows, computed once on entry (the views
     reading it see the same rows, now without recomputing them); on exit the views are as
@@ -274,7 +282,8 @@ def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
     DuckDB's memory on every thread is computed again on one (:func:`one_thread`). A view's
     rows depend on the session variables set before entry (detection settings).
     ``use_stored``: the rows of a view that ``ckptwatch.lake.signalstats`` stored for the
-    connection's day and settings are read from their file instead (4)."""
+    connection's day and settings are read from their file instead (4); ``only_stored``: the
+    views without stored rows are not pinned."""
     from ckptwatch.lake import signalstats  # the store (pyarrow): only when pinning
 
     stored = signalstats.stored(con) if use_stored else {}
@@ -282,7 +291,7 @@ def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
     try:
         for name in names:
             sql = _definition(con, name)
-            if sql is None:  # not built on this connection
+            if sql is None or (only_stored and name not in stored):  # not built; not stored
                 continue
             is_view = not sql.startswith("create or replace macro")
             # Identifiers from the PINNED_* constants, not values: no parameter for them.
@@ -320,7 +329,8 @@ def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     medians and MADs (``int_signal_series()``) when every thread runs out of memory: each
     holds its own share of every series' values (the same rows either way, in less memory,
     more slowly)."""
-    threads = con.execute("select current_setting('threads')").fetchone()
+    rows = con.execute("select current_setting('threads')").fetchall()
+    threads = rows[0] if rows else None
     con.execute("set threads = 1").fetchall()
     try:
         yield

@@ -1,10 +1,12 @@
 """The stall step's per-series statistics, computed once a day beside the counter deltas.
 
 Attribution pins what every one of its queries reads (``ckptwatch.lake.seam``:
-``PINNED_SAMPLES``, ``PINNED_SERIES``): the pool's interval means, the gauge samples with their
-intervals, each drive's write amplification on its common time base, and each series' median
-and MAD over every sample the connection reads. Over a day they are a pass over all of its
-samples, the same pass for every stall step, ``ckptwatch stalls`` or ``explain`` of that day.
+``PINNED_SAMPLES``, ``PINNED_SERIES``, ``PINNED_STORED``): the pool's interval means, the gauge
+samples with their intervals, each drive's write amplification on its common time base, each
+series' median and MAD over every sample the connection reads, and the pool's demand per
+second (``pool_demand``, whose capacity estimate reads the whole day). Over a day they are a
+pass over all of its samples, the same pass for every stall step, ``ckptwatch stalls`` or
+``explain`` of that day.
 :func:`store` computes them once per day, when ``ckptwatch.lake.derived.refresh`` has stored
 the day's counter deltas, over a connection that reads that day alone, and writes their rows;
 :func:`stored` gives a connection the files to pin instead of computing them: the same rows,
@@ -18,7 +20,8 @@ Layout (beside the counter deltas; never read as input)::
 A day's ``key.json`` holds its key (the day's counter-delta fingerprint, the text of every SQL
 file the statistics read and of sql/session.sql, the day's parts of the lake tables they read)
 and the values of the session variables their SQL reads (the signal catalog found when the
-views were built, the clock skew, ...). A connection reads the stored rows only when it reads
+views were built, the detection thresholds that decide which checkpoints stalled, a
+configured pool capacity, ...). A connection reads the stored rows only when it reads
 exactly that one day, its counter deltas are the stored ones (``counter_deltas_derived``), it
 was given no added rows, and both the key and the variables are its own; otherwise it computes
 them as before. A connection over several days computes them over those days (a median is not
@@ -43,11 +46,11 @@ import duckdb
 
 from ckptwatch.lake.freshness import derived_dir, manifest, raw_days
 from ckptwatch.lake.query import sql_string
-from ckptwatch.lake.seam import PINNED_SAMPLES, PINNED_SERIES
+from ckptwatch.lake.seam import PINNED_SAMPLES, PINNED_SERIES, PINNED_STORED
 from ckptwatch.lake.store import Lake
 
 #: The pinned views and table macros stored, in pin order (each may read the ones before it).
-STORED: tuple[str, ...] = (*PINNED_SAMPLES, *PINNED_SERIES)
+STORED: tuple[str, ...] = (*PINNED_SAMPLES, *PINNED_SERIES, *PINNED_STORED)
 STATS = "signal_stats"
 KEY = "key.json"
 _TMP = ".tmp"
