@@ -10,11 +10,7 @@ writes as (
 ),
 
 target_pools as (
-    select
-        target,
-        min(pool) as pool,
-    from stg_pool_metrics
-    group by target
+    select * from stg_pool_targets()
 ),
 
 final as (

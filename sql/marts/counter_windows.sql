@@ -192,3 +192,19 @@ final as (
 )
 
 select * from final;
+
+-- counter_window_fabric_levels(): per checkpoint and host, the level of the pause and xmit_wait
+-- families summed over the host's series (counter_windows' level): the history a stall's
+-- fabric level is judged against on the same host (ckptwatch.analysis.stalls: a node that
+-- always pauses more while checkpointing is not singled out by doing so again). A macro, so
+-- that ckptwatch.lake.signalstats can store a day's rows once and the stall step pin them.
+create or replace macro counter_window_fabric_levels() as table
+select
+    job_id,
+    step,
+    host,
+    family,
+    sum(level) as level,
+from counter_windows
+where family in ('pause', 'xmit_wait')
+group by job_id, step, host, family;

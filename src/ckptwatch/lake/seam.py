@@ -99,10 +99,12 @@ PINNED_SERIES: tuple[str, ...] = ("int_signal_series",)
 PINNED_SAMPLES: tuple[str, ...] = ("int_pool_interval_means", "int_signal_gauge_samples",
                                    "int_signal_write_amplification")
 #: Views attribution reads for a few stalls but that span the whole day: the pool's demand per
-#: second (``pool_demand``: its capacity estimate reads every second of the day). Pinned only
-#: when their rows are stored for the connection's day (4); otherwise left to the query that
-#: reads them (computing them on entry would cost the stall step a day without pool stalls).
-PINNED_STORED: tuple[str, ...] = ("pool_demand",)
+#: second (``pool_demand``: its capacity estimate reads every second of the day) and the
+#: stalled jobs' fabric levels at every checkpoint (``counter_window_fabric_levels()``, the
+#: history a stall's pause level is judged against). Pinned only when their rows are stored
+#: for the connection's day (4); otherwise left to the query that reads them, filtered to what
+#: it needs (computing all of them on entry would cost the stall step more than that).
+PINNED_STORED: tuple[str, ...] = ("pool_demand", "counter_window_fabric_levels")
 
 
 def build_views(con: duckdb.DuckDBPyConnection, root: Path, files: Iterable[Path],
