@@ -33,3 +33,25 @@ def test_dask_without_prefect_dask_says_which_extra(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "prefect_dask", None)  # import fails: not installed
     with pytest.raises(MissingExtraError, match=r"needs prefect-dask.*\[dask\]"):
         dask_runner("local")
+
+
+def test_a_deriving_ingest_leaves_the_nightly_nothing_to_derive(prefect_harness: None,
+                                                                  raw_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    """``derive=True`` (the ingest-on-demand deployment): the stale days' counter deltas and
+    signal statistics are stored by the ingest run, so the nightly's deltas step has none."""
+    from ckptwatch.lake import derived, freshness, signalstats
+
+    lake = tmp_path / "lake"
+    plain = ingest_flow(raw_dir, lake)
+    assert not any("derived:" in n for n in plain.notes)
+    assert not freshness.is_fresh(lake)  # a plain ingest leaves the deltas to the nightly
+    report = ingest_flow(raw_dir, lake, derive=True)
+    assert "derived: counter deltas of 1 day(s), signal statistics of 1 day(s) stored" in \
+        report.notes
+    (day,) = freshness.raw_days(Lake(lake))
+    assert freshness.is_fresh(lake) and signalstats.is_stored(Lake(lake), day)
+    assert derived.refresh(lake) == derived.Refresh((), (day,), ())  # nothing left to do
+    again = ingest_flow(raw_dir, lake, derive=True)
+    assert "derived: counter deltas of 0 day(s), signal statistics of 0 day(s) stored" in \
+        again.notes

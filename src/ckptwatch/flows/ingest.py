@@ -44,9 +44,15 @@ from ckptwatch.ingest.parallel import Parsing, workers_for
 from ckptwatch.ingest.read import content_key, parse_file
 from ckptwatch.ingest.run import IngestReport, ingest_files, run_stopped
 from ckptwatch.ingest.write import FileResult, prepare_lake, write_file
+from ckptwatch.lake.derived import Refresh, refresh
 from ckptwatch.lake.store import Lake
 from ckptwatch.progress import progress
-from ckptwatch.settings import IngestSettings, ingest_settings
+from ckptwatch.settings import (
+    IngestSettings,
+    duckdb_memory_limit,
+    duckdb_memory_setting,
+    ingest_settings,
+)
 from ckptwatch.sources.base import safe_text
 
 #: Errors a retry cannot change (a raw directory that is missing or cannot be read): a task
@@ -185,9 +191,14 @@ def _ingest_parallel(raw_files: list[RawFile], lake_root: Path, known: set[str],
 
 @flow(name="ingest", flow_run_name="ingest {raw_dir}", log_prints=True)
 def ingest_flow(raw_dir: FlowPath, lake_root: FlowPath, lock_wait_s: float = 600.0,
-                limits: IngestSettings | None = None) -> IngestReport:
+                limits: IngestSettings | None = None, derive: bool = False) -> IngestReport:
     """Ingest every new raw file under ``raw_dir`` into the lake at ``lake_root`` under
     ``limits`` (None: the defaults and the ``CKPTWATCH_*`` variables, loaded here).
+
+    ``derive``: then store the counter deltas and signal statistics of every day the ingest
+    made stale (``ckptwatch.lake.derived.refresh``), as the nightly run's deltas step does, so
+    that a nightly run over a day ingested hourly (the ``ingest-on-demand`` deployment on a
+    schedule) finds that work done. A failure there fails the run (the ingest stays committed).
 
     A raw directory that is missing or cannot be listed ends the run Failed with one line
     before anything is created (no lake skeleton) and without retries."""
@@ -231,7 +242,26 @@ def ingest_flow(raw_dir: FlowPath, lake_root: FlowPath, lock_wait_s: float = 600
                           notes=[safe_text(n) for n in notes])
     logger.info("ingest: %d ingested, %d skipped, %d quarantined records", report.count(
         "ingested"), report.count("skipped"), report.quarantined)
+    if derive:
+        try:
+            done = derive_days(lake_root, lock_wait_s)
+        except CkptwatchError as exc:  # the lake's derived rows: one line, the run Failed
+            return failed(exc)
+        report.notes.append(f"derived: counter deltas of {len(done.built)} day(s), signal "
+                            f"statistics of {len(done.stats)} day(s) stored")
+        logger.info("%s", report.notes[-1])
     return report
+
+
+@task(retries=2, retry_delay_seconds=5, task_run_name="derive {lake_root}",
+      cache_policy=NO_CACHE)
+def derive_days(lake_root: Path, lock_wait_s: float) -> Refresh:
+    """The derived rows of every stale day (``derived.refresh`` at the nightly's DuckDB cap:
+    ``$CKPTWATCH_DUCKDB_MEMORY``, else the nightly's default)."""
+    from ckptwatch.flows.run import NIGHTLY_DUCKDB_MEMORY  # the nightly's cap: one number
+
+    cap = duckdb_memory_limit(duckdb_memory_setting(None, NIGHTLY_DUCKDB_MEMORY))
+    return refresh(lake_root, memory_limit=cap, lock_wait_s=lock_wait_s)
 
 
 def pop_dask_flag(args: list[str]) -> str | None:
