@@ -41,7 +41,6 @@ from ckptwatch.lake.seam import (
     pinned_views,
 )
 
-
 #: A job filter: None (every job), one job, or several (``ckptwatch.analysis.findings``
 #: attributes groups of jobs as tasks of their own: a job's stalls are the same either way).
 Jobs = str | Sequence[str] | None
@@ -364,13 +363,12 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: list[str] | None) -> pl
         hosts = sorted(set(signals["host"].to_list()))
         noise = run_sql(con, "select * from int_signal_noise where list_contains($hosts, host)",
                         {"hosts": hosts})
-        # the stalled jobs' checkpoints only: a job's history is its own
+        # the stalled jobs' checkpoints only: a job's history is its own (stored with the
+        # day's statistics, else computed for these jobs and hosts alone)
         history = run_sql(con, """
-            select job_id, step, host, family, sum(level) as level
-            from counter_windows
-            where family in ('pause', 'xmit_wait') and list_contains($jobs, job_id)
-                and list_contains($hosts, host)
-            group by job_id, step, host, family
+            select job_id, step, host, family, level
+            from counter_window_fabric_levels()
+            where list_contains($jobs, job_id) and list_contains($hosts, host)
         """, {"jobs": sorted(set(stalls["job_id"].to_list())), "hosts": hosts})
         coverage = {(r["job_id"], int(r["step"])): r for r in run_sql(
             con, "select * from stall_coverage "
