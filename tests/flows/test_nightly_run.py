@@ -58,7 +58,7 @@ RESULT_KEYS = [
     "stalls_by_cause", "stalls_timed_out", "alerts", "alerts_sent", "alerts_dry_run",
     "alerts_sinks", "alerts_delivery", "alerts_summary", "alerts_file", "report", "report_json",
     "latest", "latest_kept", "steps_s", "steps_peak_rss_mb", "lake_warnings", "unused_metrics",
-    "pulled", "pull_error", "metrics_file",
+    "pulled", "pull_error", "metrics_file", "dask",
 ]
 STEPS = ["ingest", "deltas", "views", "stalls", "alerts", "report"]
 SECRET = "s3cr3t-token"

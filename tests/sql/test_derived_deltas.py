@@ -4,6 +4,9 @@ rebuilt and never read."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -284,18 +287,16 @@ def test_ingested_parts_bound_their_host_range(tmp_path: Path) -> None:
     assert len(derived._batches(parts, "node", 1)) == 2
 
 
-def test_a_day_in_many_batches_gives_the_rows_of_one_pass(
-        three_days: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every part its own batch (one sample a batch): SMART and pool series, a re-sent sample
-    in another part of the same node, a part of two nodes; the same rows as one pass."""
-    monkeypatch.setattr(derived, "BATCH_ROWS", 1)
+def many_batches(root: Path) -> None:
+    """Parts that make many batches at one sample a batch: SMART and pool series, a re-sent
+    sample in another part of the same node, a part of two nodes."""
     d1, d2, _ = DAYS
-    write_part(three_days, "fabric_counters", d1, [
+    write_part(root, "fabric_counters", d1, [
         sample(d1, 30, 1.0, node="n1"), sample(d1, 40, 5.0, node="n1"),
         sample(d1, 30, 2.0, node="n2"), sample(d1, 50, 1.0, node="n2")], "n1n2")
-    write_part(three_days, "fabric_counters", d1, [sample(d1, 40, 9.0, node="n1")], "n1again",
+    write_part(root, "fabric_counters", d1, [sample(d1, 40, 9.0, node="n1")], "n1again",
                ingested=datetime(2026, 12, 3, tzinfo=UTC))
-    write_part(three_days, "fabric_counters", d2, [sample(d2, 1, 3.0, node="n2")], "n2d2")
+    write_part(root, "fabric_counters", d2, [sample(d2, 1, 3.0, node="n2")], "n2d2")
 
     def smart(day: date, minute: int, value: float, node: str) -> dict[str, Any]:
         ts = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(minutes=minute)
@@ -307,12 +308,21 @@ def test_a_day_in_many_batches_gives_the_rows_of_one_pass(
         return {"ts": ts, "pool": "p0", "target": target, "metric": "write_bytes",
                 "value": value}
 
-    write_part(three_days, "nvme_smart", d1, [smart(d1, 0, 10.0, "n0"), smart(d1, 5, 4.0, "n0")],
+    write_part(root, "nvme_smart", d1, [smart(d1, 0, 10.0, "n0"), smart(d1, 5, 4.0, "n0")],
                "s0")
-    write_part(three_days, "nvme_smart", d2, [smart(d2, 0, 8.0, "n0")], "s1")
-    write_part(three_days, "pool_metrics", d1, [pool(d1, 0, 1.0, "t0"), pool(d1, 9, 6.0, "t1")],
+    write_part(root, "nvme_smart", d2, [smart(d2, 0, 8.0, "n0")], "s1")
+    write_part(root, "pool_metrics", d1, [pool(d1, 0, 1.0, "t0"), pool(d1, 9, 6.0, "t1")],
                "p0")
-    write_part(three_days, "pool_metrics", d2, [pool(d2, 0, 9.0, "t0")], "p1")
+    write_part(root, "pool_metrics", d2, [pool(d2, 0, 9.0, "t0")], "p1")
+
+
+def test_a_day_in_many_batches_gives_the_rows_of_one_pass(
+        three_days: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every part its own batch (one sample a batch, ``many_batches``); the same rows as one
+    pass."""
+    monkeypatch.setattr(derived, "BATCH_ROWS", 1)
+    d1, d2, _ = DAYS
+    many_batches(three_days)
     derived.refresh(three_days)
     day_dir = derived.derived_dir(Lake(three_days)) / derived.DELTAS / f"date={d1}"
     # fabric: a (n0), n1n2 with n1again (their hosts overlap); SMART s0; pool p0
@@ -326,3 +336,41 @@ def test_a_day_in_many_batches_gives_the_rows_of_one_pass(
     assert read.filter(pl.col("host") == "n0", pl.col("source_table") == "nvme_smart")[
         "delta"].to_list() == [None, 4.0, 4.0]  # 10 -> 4: a reset; 4 -> 8 across days
     assert read.filter(pl.col("host") == "t0")["delta"].to_list() == [None, 8.0]
+
+
+def _derived_rows(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each derived file's rows (sorted), by its path under ``derived/``."""
+    base = derived.derived_dir(Lake(root))
+    return {str(f.relative_to(base)): sorted(pq.read_table(f).to_pylist(), key=repr)
+            for f in sorted(base.rglob("*.parquet"))
+            if f.parts[-3] in (derived.DELTAS, derived.SERIES, derived.STATE)}
+
+
+def test_batches_mapped_elsewhere_give_the_files_of_batches_run_here(
+        three_days: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``refresh(map_batches=...)``: each batch on a connection of its own (two threads here;
+    the nightly flow's Dask tasks in tests/flows/test_dask.py), this process gathering each
+    day's state from their last samples: the same files with the same rows, the same state
+    and manifest as the batches run one after another on one connection."""
+    monkeypatch.setattr(derived, "BATCH_ROWS", 1)
+    many_batches(three_days)
+    mapped = tmp_path / "mapped"
+    shutil.copytree(three_days, mapped)
+    seen: list[list[int]] = []
+
+    def in_threads(batches: Sequence[derived.DayBatch]) -> list[pa.Table]:
+        seen.append([b.index for b in batches])
+        with ThreadPoolExecutor(2) as pool:
+            return list(pool.map(derived.compute_batch, batches))
+
+    here = derived.refresh(three_days)
+    there = derived.refresh(mapped, map_batches=in_threads)
+    assert there.built == here.built == DAYS
+    assert seen == [[0, 1, 2, 3], [0, 1, 2, 3], [0]]  # day by day, oldest first
+    rows = _derived_rows(three_days)
+    assert len(rows) == 2 * 9 + 3 + 3  # deltas and series: one part a batch; state; schemas
+    assert sum(map(len, rows.values())) >= 30 and _derived_rows(mapped) == rows
+    manifest = derived.derived_dir(Lake(three_days)) / derived.MANIFEST
+    assert (derived.derived_dir(Lake(mapped)) / derived.MANIFEST).read_text() == \
+        manifest.read_text()
+    assert_same_rows(*computed_and_derived(mapped, None))

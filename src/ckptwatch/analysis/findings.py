@@ -8,11 +8,18 @@ A :class:`StallRecord` crosses module boundaries; ``to_dict()`` is its JSON form
 ``n_unfinished``, ``timed_out`` and ``barrier_is_lower_bound`` and where its unfinished ranks
 were last seen; :attr:`StallRecord.never_finished` says it in words. A stall that timed out
 carries ``timeout_reason`` and ``n_timed_out``; :attr:`StallRecord.why_timed_out` says why.
+
+Beyond one machine (the nightly flow's ``--dask``), :func:`find_stalls_by_job` splits the
+stalled jobs into groups, attributes each group on a connection of its own
+(:func:`stalls_of_group`, a task) and merges them in the order of one run: a stall's features
+read its own job's checkpoints (baseline, fabric history) and, for the pool's load, every
+job's records, whatever the filter, so a job's stalls are the same in a group as in the
+whole run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -29,10 +36,11 @@ from ckptwatch.analysis.attribution import (
     load_default_model,
 )
 from ckptwatch.analysis.detection import DetectionSettings
-from ckptwatch.analysis.stalls import stall_features
+from ckptwatch.analysis.stalls import Jobs, stall_features
 from ckptwatch.analysis.timeouts import why_timed_out
 from ckptwatch.analysis.unfinished import never_finished
-from ckptwatch.lake.query import connect
+from ckptwatch.errors import ModelError, QueryError
+from ckptwatch.lake.query import connect, run_sql
 
 #: The views attribution reads (``stall_features``): a connection for it builds only these
 #: and what they read.
@@ -201,25 +209,26 @@ def stall_records(features: pl.DataFrame,
     return tuple(out)
 
 
-def attribute_stalls(con: duckdb.DuckDBPyConnection, *, job: str | None = None,
+def attribute_stalls(con: duckdb.DuckDBPyConnection, *, job: Jobs = None,
                      model: AttributionModel | None = None,
                      settings: DetectionSettings | None = None) -> StallFindings:
-    """Detect and attribute the stalls of an open connection (optionally one job)."""
+    """Detect and attribute the stalls of an open connection (optionally one job, or a list
+    of jobs)."""
     (settings or DetectionSettings()).apply(con)
     features = stall_features(con, job)
     return StallFindings(stall_records(features, attribute(features, model)), model is not None)
 
 
-def find_stalls(lake_root: Path | str, *, job: str | None = None,
+def find_stalls(lake_root: Path | str, *, job: Jobs = None,
                 days: tuple[date, date] | None = None, model_path: Path | None = None,
                 settings: DetectionSettings | None = None,
                 memory_limit: str | None = None,
                 con: duckdb.DuckDBPyConnection | None = None) -> StallFindings:
-    """Every stall of the lake (``days``: only those days; ``job``: only that job) with its
-    ranked causes: the trained model at ``model_path`` (default: the settings' model path)
-    when one is built, else the rules alone. ``con``: an open connection of the lake that
-    builds ``ATTRIBUTION_VIEWS`` (the nightly run's, over its days), read instead of a new
-    one (``days`` and ``memory_limit`` are then its own) and left open."""
+    """Every stall of the lake (``days``: only those days; ``job``: only that job, or those
+    jobs) with its ranked causes: the trained model at ``model_path`` (default: the settings'
+    model path) when one is built, else the rules alone. ``con``: an open connection of the
+    lake that builds ``ATTRIBUTION_VIEWS`` (the nightly run's, over its days), read instead of
+    a new one (``days`` and ``memory_limit`` are then its own) and left open."""
     model = load_default_model(model_path)
     if con is not None:
         return attribute_stalls(con, job=job, model=model, settings=settings)
@@ -228,3 +237,114 @@ def find_stalls(lake_root: Path | str, *, job: str | None = None,
         return attribute_stalls(own, job=job, model=model, settings=settings)
     finally:
         own.close()
+
+
+@dataclass(frozen=True)
+class JobGroup:
+    """Some jobs' stalls to attribute on a connection of their own (:func:`stalls_of_group`,
+    a task on a Dask worker): plain values, the settings resolved by the caller."""
+
+    lake_root: str
+    jobs: tuple[str, ...]
+    days: tuple[date, date] | None
+    memory_limit: str | None
+    #: The attribution model file (absolute), None: the rules alone.
+    model_path: str | None
+    settings: DetectionSettings
+
+    @property
+    def label(self) -> str:
+        """``job-1, job-2`` (``+N more`` beyond three): a task's name."""
+        more = f" +{len(self.jobs) - 3} more" if len(self.jobs) > 3 else ""
+        return ", ".join(self.jobs[:3]) + more
+
+
+#: Runs :func:`stalls_of_group` on each group (Dask tasks, ...) and returns their findings in
+#: group order; every group has ended when it returns or raises.
+GroupMapper = Callable[[Sequence[JobGroup]], Sequence[StallFindings]]
+
+
+def stalls_of_group(group: JobGroup) -> StallFindings:
+    """The stalls of ``group.jobs`` with their ranked causes, on a connection of its own over
+    ``group.days`` (the rows :func:`find_stalls` gives those jobs)."""
+    model = None
+    if group.model_path is not None:
+        path = Path(group.model_path)
+        if not path.is_file():
+            raise ModelError(f"attribution model {path}: not found here (the flow found it; "
+                             "every worker must see it at the same path)")
+        model = AttributionModel.load(path)
+    own = connect(group.lake_root, days=group.days, memory_limit=group.memory_limit,
+                  views=ATTRIBUTION_VIEWS)
+    try:
+        return attribute_stalls(own, job=list(group.jobs), model=model,
+                                settings=group.settings)
+    finally:
+        own.close()
+
+
+def stall_keys(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
+    """Every stall's (job, step), in :func:`find_stalls`' order (oldest first)."""
+    rows = run_sql(con, "select job_id, step from stalls where is_stall "
+                        "order by start_ts, job_id, step")
+    return [(str(j), int(s)) for j, s in rows.iter_rows()]
+
+
+def job_groups(keys: Sequence[tuple[str, int]], n_groups: int) -> list[tuple[str, ...]]:
+    """The stalled jobs of ``keys`` in at most ``n_groups`` groups of about as many stalls
+    each (the job with the most stalls first, into the group with the fewest so far); each
+    group's jobs sorted, groups in the order of their first job."""
+    counts: dict[str, int] = {}
+    for job, _step in keys:
+        counts[job] = counts.get(job, 0) + 1
+    n = max(1, min(n_groups, len(counts)))
+    groups: list[list[str]] = [[] for _ in range(n)]
+    load = [0] * n
+    for job in sorted(counts, key=lambda j: (-counts[j], j)):
+        i = load.index(min(load))
+        groups[i].append(job)
+        load[i] += counts[job]
+    return sorted((tuple(sorted(g)) for g in groups if g), key=lambda g: g[0])
+
+
+def merge_findings(keys: Sequence[tuple[str, int]], parts: Sequence[StallFindings],
+                   with_model: bool) -> StallFindings:
+    """The groups' findings as one run's: every stall of ``keys`` once, in that order."""
+    found: dict[tuple[str, int], StallRecord] = {}
+    for part in parts:
+        for record in part.stalls:
+            key = (record.job_id, record.step)
+            if key in found:
+                raise QueryError(f"stall {record.job_id} step {record.step} was attributed "
+                                 "by two job groups")
+            found[key] = record
+    if set(found) != set(keys):
+        missing = sorted(set(keys) - set(found))[:3]
+        extra = sorted(set(found) - set(keys))[:3]
+        raise QueryError(f"the job groups' stalls are not the stalls mart's (missing "
+                         f"{missing or 'none'}, not stalls there {extra or 'none'})")
+    return StallFindings(tuple(found[k] for k in keys), with_model)
+
+
+def find_stalls_by_job(lake_root: Path | str, con: duckdb.DuckDBPyConnection, *,
+                       days: tuple[date, date] | None, memory_limit: str | None,
+                       n_groups: int, map_groups: GroupMapper,
+                       model_path: Path | None = None,
+                       settings: DetectionSettings | None = None) -> StallFindings:
+    """:func:`find_stalls` over the days ``con`` reads (``days``, ``memory_limit``: those of
+    ``con``), its stalled jobs attributed in at most ``n_groups`` groups by ``map_groups``
+    (:func:`stalls_of_group` each, on a connection of its own); ``con`` lists the stalls and
+    gives the order. The same findings as ``find_stalls(lake_root, con=con)``."""
+    from ckptwatch.settings import model_path as default_model_path
+
+    settings = settings or DetectionSettings()
+    settings.apply(con)
+    keys = stall_keys(con)
+    path = model_path or default_model_path()
+    model = str(path.absolute()) if path.exists() else None
+    groups = [JobGroup(str(Path(lake_root).absolute()), jobs, days, memory_limit, model,
+                       settings) for jobs in job_groups(keys, n_groups)] if keys else []
+    parts = map_groups(groups) if groups else []
+    if len(parts) != len(groups):
+        raise QueryError(f"{len(parts)} findings for {len(groups)} job groups")
+    return merge_findings(keys, parts, model is not None)

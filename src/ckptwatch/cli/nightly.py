@@ -75,8 +75,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "writes its status and keeps the last success (default: [nightly] "
                    "metrics_file of the config, else none)")
     add_lock_wait(p)
-    add_dask(p, "spread the ingest step's files over a Dask cluster (the other steps run here "
-             "as before)")
+    add_dask(p, "run the ingest's files, each stale day's counter-delta batches and the "
+             "stalls of groups of jobs as tasks on a Dask cluster, each task a DuckDB "
+             "connection of its own under --duckdb-memory (the views, alerts and report run "
+             "here; the same findings)")
     add_verbose(p)
     p.set_defaults(func=run)
 
@@ -103,6 +105,11 @@ def render_result(result: dict[str, Any], raw_dir: Path, lake: Path) -> str:
         f"  report: {result['report']}",
         f"          {result['report_json']}  ({_latest(result)})",
     ]
+    if result.get("dask"):
+        d = result["dask"]
+        lines.append(f"  dask: {d['workers']} worker(s); counter deltas: {d['delta_batches']} "
+                     f"batch task(s) over {d['delta_days']} day(s); stalls: "
+                     f"{len(d['stall_groups'])} job group(s)")
     if result.get("metrics_file"):
         lines.append(f"  metrics: {escape_controls(result['metrics_file'])}")
     failed = result.get("failed_files", [])

@@ -5,6 +5,8 @@ and the policy that says when a finished run failed and with which exit status.
 (:data:`PLAIN_STEPS`), or the same functions wrapped as Prefect tasks by
 :mod:`ckptwatch.flows.nightly` (names, retries). Nothing here imports Prefect, so the whole
 run and its failure policy are tested without a server (``tests/flows/test_nightly_run.py``).
+With a :class:`Spread` (the flow's ``--dask``) the counter deltas and the stalls run their
+partitions there (a day's batches of parts, groups of stalled jobs), with the same findings.
 
 The policy, in one place (the exit statuses are ``ckptwatch nightly``'s, :func:`exit_code`):
 
@@ -43,13 +45,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 
 from ckptwatch.alerts.evaluate import AlertRun, run_alerts
 from ckptwatch.alerts.headroom import newest_checkpoint_end
-from ckptwatch.analysis.findings import StallFindings, find_stalls
+from ckptwatch.analysis.findings import (
+    JobGroup,
+    StallFindings,
+    find_stalls,
+    find_stalls_by_job,
+)
 from ckptwatch.errors import (
     AlertsUndeliveredError,
     CkptwatchError,
@@ -82,6 +89,36 @@ NIGHTLY_DUCKDB_MEMORY = NightlySettings().duckdb_memory
 LOG = logging.getLogger("ckptwatch.nightly")
 
 Connection = duckdb.DuckDBPyConnection
+
+#: The stalls step's job groups per worker thread of a :class:`Spread`: enough to even out
+#: groups of unequal cost, few enough that each group's fixed cost (its connection, the day's
+#: pinned views) stays small beside its jobs' (not one task per job on a 1,000-job day).
+GROUPS_PER_WORKER = 2
+
+
+class Spread(Protocol):
+    """Where the partitioned steps run their partitions, each on a DuckDB connection of its
+    own (the flow's Dask task runner: ``ckptwatch.flows.nightly.DaskSpread``): the counter
+    deltas a day's batches of parts (``derived.compute_batch``), the stalls groups of jobs
+    (``findings.stalls_of_group``). Each map returns its results in order, once every
+    partition has ended."""
+
+    @property
+    def workers(self) -> int:
+        """How many partitions run at once."""
+        ...
+
+    def map_batches(self, batches: Sequence[derived.DayBatch]) -> Sequence[Any]:
+        """``derived.compute_batch`` of each batch (a ``pyarrow.Table`` each)."""
+        ...
+
+    def map_groups(self, groups: Sequence[JobGroup]) -> Sequence[StallFindings]:
+        """``findings.stalls_of_group`` of each group."""
+        ...
+
+    def summary(self) -> dict[str, Any]:
+        """What ran there (the flow's result names it: ``dask``)."""
+        ...
 
 
 def peak_rss_mb() -> dict[str, int]:
@@ -137,12 +174,13 @@ def ingest_raw(raw_dir: Path, lake_root: Path, lock_wait_s: float,
     return ingest(raw_dir, lake_root, lock_wait_s=lock_wait_s, limits=limits)
 
 
-def store_counter_deltas(lake_root: Path, memory_limit: str, lock_wait_s: float) -> int:
+def store_counter_deltas(lake_root: Path, memory_limit: str, lock_wait_s: float,
+                         spread: Spread | None = None) -> int:
     """Store the counter deltas of every stale day (:mod:`ckptwatch.lake.derived`); returns the
     days built. Later steps read them instead of computing window functions over every counter
-    sample."""
-    return len(derived.refresh(lake_root, memory_limit=memory_limit,
-                               lock_wait_s=lock_wait_s).built)
+    sample. ``spread``: each day's batches run there, the days in order."""
+    return len(derived.refresh(lake_root, memory_limit=memory_limit, lock_wait_s=lock_wait_s,
+                               map_batches=spread.map_batches if spread else None).built)
 
 
 def open_views(lake_root: Path, days: tuple[date, date], memory_limit: str) -> Connection:
@@ -158,10 +196,18 @@ def check_lake(con: Connection) -> list[str]:
     return skipped_rows(con)
 
 
-def detect_stalls(lake_root: Path, con: Connection) -> StallFindings:
-    """Every stall of the days ``con`` reads and its ranked causes (the trained model when one
-    is built)."""
-    return find_stalls(lake_root, con=con)
+def detect_stalls(lake_root: Path, con: Connection, days: tuple[date, date] | None = None,
+                  memory_limit: str | None = None, spread: Spread | None = None
+                  ) -> StallFindings:
+    """Every stall of the days ``con`` reads (``days``, under ``memory_limit``) and its ranked
+    causes (the trained model when one is built). ``spread``: ``con`` lists the stalled jobs,
+    groups of them (:data:`GROUPS_PER_WORKER` per worker) are attributed there, each over the
+    days on a connection of its own, and merged in the order of one run."""
+    if spread is None:
+        return find_stalls(lake_root, con=con)
+    return find_stalls_by_job(lake_root, con, days=days, memory_limit=memory_limit,
+                              n_groups=GROUPS_PER_WORKER * spread.workers,
+                              map_groups=spread.map_groups)
 
 
 def evaluate_alerts(lake_root: Path, settings: Settings, send: bool, lock_wait_s: float,
@@ -192,10 +238,11 @@ class NightlySteps:
 
     pull: Callable[[Path, Settings, float], PullReport]
     ingest: Callable[[Path, Path, float, IngestSettings], IngestReport]
-    deltas: Callable[[Path, str, float], int]
+    deltas: Callable[[Path, str, float, Spread | None], int]
     views: Callable[[Path, tuple[date, date], str], Connection]
     check: Callable[[Connection], list[str]]
-    stalls: Callable[[Path, Connection], StallFindings]
+    stalls: Callable[[Path, Connection, tuple[date, date], str, Spread | None],
+                     StallFindings]
     alerts: Callable[[Path, Settings, bool, float, StallFindings, Connection, bool], AlertRun]
     report: Callable[[Path, date | None, StallFindings, Settings, AlertRun | None, str | None,
                       IngestReport, Connection, str], ReportFiles]
@@ -241,6 +288,8 @@ class NightlyResult:
     metrics_file: Path | None = None
     #: Why it could not be written (redacted); None when it was, or there is none.
     metrics_error: str | None = None
+    #: What ran as partitions on a :class:`Spread` (``Spread.summary``); None: all here.
+    spread: Mapping[str, Any] | None = None
 
     @property
     def alerts_summary(self) -> str:
@@ -323,6 +372,7 @@ class NightlyResult:
             "pulled": self.pulled.rows if self.pulled else None,
             "pull_error": self.pull_error,
             "metrics_file": str(self.metrics_file) if self.metrics_file else None,
+            "dask": dict(self.spread) if self.spread is not None else None,
         }
 
 
@@ -363,7 +413,8 @@ def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: boo
                 report_date: date | None = None, lock_wait_s: float = 600.0,
                 lookback_days: int = 0, duckdb_memory: str | None = None,
                 replay: bool = False, metrics_file: Path | None = None,
-                steps: NightlySteps = PLAIN_STEPS, log: Log = LOG) -> NightlyResult:
+                steps: NightlySteps = PLAIN_STEPS, log: Log = LOG,
+                spread: Spread | None = None) -> NightlyResult:
     """Pull (with ``[prometheus] url``), ingest, counter deltas, views, stalls, alerts, report;
     then the metrics file.
 
@@ -378,6 +429,8 @@ def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: boo
     :data:`NIGHTLY_DUCKDB_MEMORY`). ``replay``: evaluate the alerts as of the newest
     checkpoint read, not the clock. ``metrics_file``: where the findings and the run's status
     go as Prometheus metrics (default: ``settings.nightly.metrics_file``; None: nowhere).
+    ``spread``: the counter deltas' batches and the stalls' job groups run there (the flow's
+    Dask task runner); None: here.
     """
     if metrics_file is not None:  # the settings' is checked as they load
         try:
@@ -389,7 +442,7 @@ def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: boo
         result = _run(Path(raw_dir), Path(lake_root), settings, send=send,
                       report_date=report_date, lock_wait_s=lock_wait_s,
                       lookback_days=lookback_days, duckdb_memory=duckdb_memory, replay=replay,
-                      steps=steps, log=log)
+                      steps=steps, log=log, spread=spread)
     except Exception as exc:  # recorded as a failed run, then raised as it was
         record_failed_run(metrics_file, exc, log)
         raise
@@ -404,7 +457,7 @@ def run_nightly(raw_dir: Path, lake_root: Path, settings: Settings, *, send: boo
 def _run(raw_dir: Path, lake_root: Path, settings: Settings, *, send: bool,
          report_date: date | None, lock_wait_s: float, lookback_days: int,
          duckdb_memory: str | None, replay: bool, steps: NightlySteps,
-         log: Log) -> NightlyResult:
+         log: Log, spread: Spread | None = None) -> NightlyResult:
     """:func:`run_nightly` up to its result, without the metrics file."""
     check_raw_dir(raw_dir)
     settings = nightly_settings(settings, lake_root)
@@ -425,7 +478,7 @@ def _run(raw_dir: Path, lake_root: Path, settings: Settings, *, send: bool,
     # Unattended at night on a shared machine: DuckDB capped (it spills beyond the cap).
     limit = duckdb_memory or settings.nightly.duckdb_memory
     with clock.step("deltas"):
-        n_delta_days = steps.deltas(lake_root, limit, lock_wait_s)
+        n_delta_days = steps.deltas(lake_root, limit, lock_wait_s, spread)
     days = nightly_days(lake_root, report_date, lookback_days)
     log.info("nightly: reading %s to %s", days[0], days[1])
     with clock.step("views"):
@@ -435,7 +488,7 @@ def _run(raw_dir: Path, lake_root: Path, settings: Settings, *, send: bool,
         for warning in lake_warnings:
             log.info("nightly: warning: %s", warning)
         with clock.step("stalls"):
-            findings = steps.stalls(lake_root, con)
+            findings = steps.stalls(lake_root, con, days, limit, spread)
         alert_run: AlertRun | None = None
         alerts_error: str | None = None
         with clock.step("alerts"):
@@ -455,7 +508,8 @@ def _run(raw_dir: Path, lake_root: Path, settings: Settings, *, send: bool,
         alerts_file=settings.sinks.jsonl, alert_run=alert_run, alerts_error=alerts_error,
         alert_failures=tuple(redact(str(f), secrets)
                              for f in (alert_run.failures if alert_run else [])),
-        lake_warnings=tuple(lake_warnings), pulled=pulled, pull_error=pull_error)
+        lake_warnings=tuple(lake_warnings), pulled=pulled, pull_error=pull_error,
+        spread=spread.summary() if spread is not None else None)
     log.info("nightly: %d files ingested, %d stalls, alerts: %s; report %s",
              ingested.count("ingested"), len(findings.stalls), result.alerts_summary, files.html)
     log.info("nightly: seconds per step: %s",

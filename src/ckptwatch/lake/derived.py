@@ -31,7 +31,10 @@ also deduplicates re-sent samples) stays in memory at the nightly cap, where one
 512-node day's 35 M samples spilled ~5 GB. A batch's rows are computed by series_id, without
 the six key strings (each series' key is one group-by row): the strings are written once per
 series and day, not once per sample (encoding them cost more than every other column
-together), and the day's state is gathered by series_id.
+together), and the day's state is gathered by series_id. Batches share nothing but the carry
+rows, so ``refresh(map_batches=...)`` runs them elsewhere (:func:`compute_batch`, each on a
+connection of its own: the nightly flow's Dask tasks), this process gathering each day's state
+from their last samples and fsyncing, renaming and naming the day as it does for its own.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import contextlib
 import json
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -74,8 +78,9 @@ from ckptwatch.lake.store import SCHEMA_PART, SCHEMA_PARTITION, Lake, atomic_wri
 #: What a caller reads here besides ``refresh``: the layout and whether a day is fresh
 #: (``ckptwatch.lake.freshness``), the schemas (``ckptwatch.lake.schema``).
 __all__ = ["COUNTER_TABLES", "DELTAS", "DELTAS_SCHEMA", "DERIVED_DIR", "HOST_COLUMNS",
-           "MANIFEST", "SCHEMA", "SERIES", "SERIES_SCHEMA", "STATE", "STATE_SCHEMA", "Refresh",
-           "derived_dir", "is_fresh", "refresh"]
+           "MANIFEST", "SCHEMA", "SERIES", "SERIES_SCHEMA", "STATE", "STATE_SCHEMA",
+           "BatchMapper", "DayBatch", "Refresh", "compute_batch", "derived_dir", "is_fresh",
+           "refresh"]
 
 LOCK = ".derived.lock"
 #: Siblings of ``derived/counter_deltas`` (outside the glob its view reads): a day being
@@ -115,8 +120,7 @@ _BATCH_SERIES_SQL = f"""
     select * from counter_series_of('samples')
 """
 #: Each series' last valid sample in a batch (gathered over the day's batches).
-_BATCH_LAST_SQL = f"""
-    insert into day_last
+_BATCH_LAST = f"""
     select {", ".join(f"series.{c}" for c in SERIES_KEY)}, last.ts, last.value
     from (
         select series_id, max(ts) as ts, arg_max(value, ts) as value
@@ -127,6 +131,7 @@ _BATCH_LAST_SQL = f"""
     inner join derived_batch_series as series
         on last.series_id = series.series_id
 """
+_BATCH_LAST_SQL = f"insert into day_last {_BATCH_LAST}"
 #: Each series' last valid sample at the end of the day (the next day's carry rows).
 _STATE_SQL = f"""
     select {_KEY}, max(ts) as ts, arg_max(value, ts) as value
@@ -158,6 +163,29 @@ class Refresh:
     stats: tuple[date, ...] = ()
 
 
+@dataclass(frozen=True)
+class DayBatch:
+    """One batch of a day's parts as :func:`compute_batch` computes it, in a process of its own
+    (a Dask task of the nightly flow): what it reads and where it writes, as plain values."""
+
+    lake_root: str
+    day: date
+    #: The day whose state gives the carry rows (None: the lake's first day).
+    previous: date | None
+    index: int
+    #: Each counter table's files: its schema part and the batch's parts (of one table).
+    files: dict[str, list[str]]
+    #: The batch's ``counter_deltas`` and ``counter_series`` parts, in the day's temp dirs.
+    deltas_part: str
+    series_part: str
+    memory_limit: str | None
+
+
+#: Runs :func:`compute_batch` on each of a day's batches (Dask tasks, a process pool, ...) and
+#: returns their results in batch order; every batch has ended when it returns or raises.
+BatchMapper = Callable[[Sequence[DayBatch]], Sequence[pa.Table]]
+
+
 def _fsync_replace(tmp: Path, path: Path) -> None:
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
@@ -165,12 +193,17 @@ def _fsync_replace(tmp: Path, path: Path) -> None:
 
 
 def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
-            lock_wait_s: float = 600.0) -> Refresh:
+            lock_wait_s: float = 600.0, map_batches: BatchMapper | None = None) -> Refresh:
     """Materialise the counter deltas of every stale day, oldest first (see the module doc).
 
     Holds the lake's derived lock (not the ingest's); a day's rows and state are renamed into
     place before the manifest names them. Days without raw counter parts any more lose their
     entry and their files (until then no connection reads the materialised rows).
+    ``map_batches``: run each stale day's batches there (:class:`DayBatch`, each its own
+    connection, e.g. Dask tasks: the nightly flow's ``--dask``), in order of days (a day's
+    carry is the previous day's state); this process gathers their last samples into the
+    day's state, fsyncs and renames as before. None: one batch after another here. The same
+    rows either way.
     """
     lake = Lake(lake_root)
     if not lake.exists():
@@ -199,7 +232,7 @@ def refresh(lake_root: Path | str, *, memory_limit: str | None = None,
             if day in fresh:  # prints are chained: a day after a changed one is stale
                 kept.append(day)
             else:
-                _build_day(lake, day, previous, memory_limit)
+                _build_day(lake, day, previous, memory_limit, map_batches)
                 stored[day.isoformat()] = prints[day]
                 atomic_write_bytes(derived_dir(lake) / MANIFEST,
                                    json.dumps(stored, indent=1, sort_keys=True).encode())
@@ -306,14 +339,57 @@ def _day_batches(lake: Lake, day: date) -> list[dict[str, list[str]]]:
     return out
 
 
-def _build_day(lake: Lake, day: date, previous: date | None,
-               memory_limit: str | None) -> None:
+def _load_carry(con: duckdb.DuckDBPyConnection, lake: Lake, previous: date | None) -> None:
+    """``counter_carry``: the previous day's state (none before the lake's first day)."""
+    if previous is None:
+        con.execute(_EMPTY_CARRY, {"schema_part": str(
+            derived_dir(lake) / STATE / SCHEMA_PARTITION / SCHEMA_PART)})
+    else:
+        con.execute(_CARRY, {"p": str(day_part(lake, STATE, previous, "state"))})
+
+
+def _write_batch(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]], deltas_part: Path,
+                 series_part: Path) -> None:
+    """One batch's pass (``counter_deltas_by_series`` over its parts and the carry rows): its
+    deltas and series parts written, ``derived_batch`` and ``derived_batch_series`` left for
+    its last samples (``_BATCH_LAST``)."""
+    for table, paths in files.items():
+        seam.read_parts(con, table, paths)
+    con.execute(_BATCH_DELTAS_SQL)
+    con.execute(_BATCH_SERIES_SQL)
+    con.execute(_WRITE_DELTAS_SQL.format(dst=sql_string(str(deltas_part))))
+    con.table("derived_batch_series").write_parquet(str(series_part), compression="zstd")
+
+
+def compute_batch(batch: DayBatch) -> pa.Table:
+    """One batch of a day on a connection of its own (a task's work, :class:`DayBatch`): the
+    carry rows, the batch's pass, its two parts written (fsynced, renamed and named in the
+    manifest by the process that gathers the day); returns each of its series' last valid
+    sample, the rows the day's state gathers."""
+    lake = Lake(batch.lake_root)
+    con = connect(lake.root, days=(batch.day, batch.day), memory_limit=batch.memory_limit,
+                  views=("stg_counter_deltas",))
+    try:
+        _load_carry(con, lake, batch.previous)
+        _write_batch(con, batch.files, Path(batch.deltas_part), Path(batch.series_part))
+        return con.sql(_BATCH_LAST).to_arrow_table()
+    except duckdb.Error as exc:
+        raise LakeError(f"counter deltas of {batch.day}, batch {batch.index} "
+                        f"({batch.deltas_part}): {exc}") from exc
+    finally:
+        con.close()
+
+
+def _build_day(lake: Lake, day: date, previous: date | None, memory_limit: str | None,
+               map_batches: BatchMapper | None = None) -> None:
     """One day's rows, a batch of parts at a time (:func:`_day_batches`: each batch is one
     DuckDB pass of ``counter_deltas_by_series`` with the previous day's state as carry rows, small
     enough to stay in memory), its deltas and series written to temp directories and renamed
-    into place; then the day's state (the manifest, rewritten by the caller, comes last)."""
+    into place; then the day's state (the manifest, rewritten by the caller, comes last).
+    ``map_batches``: the batches run there (:func:`compute_batch`), this connection gathers
+    their last samples; None: each runs here in turn."""
     con = connect(lake.root, days=(day, day), memory_limit=memory_limit,
-                  views=("stg_counter_deltas",))
+                  views=("stg_counter_deltas",), build=map_batches is None)
     part = f"date={day.isoformat()}"
     finals = {t: derived_dir(lake) / t / part for t in (DELTAS, SERIES)}
     tmps = {t: derived_dir(lake) / f"{t}{_TMP}" / part for t in (DELTAS, SERIES)}
@@ -324,28 +400,30 @@ def _build_day(lake: Lake, day: date, previous: date | None,
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         state.parent.mkdir(parents=True, exist_ok=True)
-        if previous is None:
-            con.execute(_EMPTY_CARRY, {"schema_part": str(
-                derived_dir(lake) / STATE / SCHEMA_PARTITION / SCHEMA_PART)})
-        else:
-            con.execute(_CARRY, {"p": str(day_part(lake, STATE, previous, "state"))})
+        _load_carry(con, lake, previous)
         con.execute(_DAY_LAST)
         written: list[Path] = []
         try:
-            for i, batch in enumerate(_day_batches(lake, day)):
-                for table, files in batch.items():
-                    seam.read_parts(con, table, files)
-                con.execute(_BATCH_DELTAS_SQL)
-                con.execute(_BATCH_SERIES_SQL)
-                out = tmps[DELTAS] / f"part-{i:04d}.parquet"
-                con.execute(_WRITE_DELTAS_SQL.format(dst=sql_string(str(out))))
-                written.append(out)
-                out = tmps[SERIES] / f"part-{i:04d}.parquet"
-                con.table("derived_batch_series").write_parquet(str(out), compression="zstd")
-                written.append(out)
-                con.execute(_BATCH_LAST_SQL)
-            con.execute("drop table if exists derived_batch")
-            con.execute("drop table if exists derived_batch_series")
+            batches = _day_batches(lake, day)
+            outs = [(tmps[DELTAS] / f"part-{i:04d}.parquet",
+                     tmps[SERIES] / f"part-{i:04d}.parquet") for i in range(len(batches))]
+            if map_batches is None:
+                for batch, (deltas_out, series_out) in zip(batches, outs, strict=True):
+                    _write_batch(con, batch, deltas_out, series_out)
+                    written += [deltas_out, series_out]
+                    con.execute(_BATCH_LAST_SQL)
+                con.execute("drop table if exists derived_batch")
+                con.execute("drop table if exists derived_batch_series")
+            elif batches:
+                def here(path: Path | str) -> str:  # a task's working directory is its own
+                    return str(Path(path).absolute())
+
+                _gather(con, map_batches([
+                    DayBatch(here(lake.root), day, previous, i,
+                             {t: [here(f) for f in files] for t, files in batch.items()},
+                             here(outs[i][0]), here(outs[i][1]), memory_limit)
+                    for i, batch in enumerate(batches)]), len(batches), day)
+                written = [f for pair in outs for f in pair]
             con.sql(_STATE_SQL).write_parquet(str(tmp_state), compression="zstd")
             for f in written:
                 _fsync(f)
@@ -362,6 +440,21 @@ def _build_day(lake: Lake, day: date, previous: date | None,
                     tmp.parent.rmdir()
     finally:
         con.close()
+
+
+def _gather(con: duckdb.DuckDBPyConnection, lasts: Sequence[pa.Table], n_batches: int,
+            day: date) -> None:
+    """The batches' last samples into ``day_last`` (what ``_BATCH_LAST_SQL`` inserts when the
+    batches run here)."""
+    if len(lasts) != n_batches:
+        raise LakeError(f"counter deltas of {day}: {len(lasts)} batch results for "
+                        f"{n_batches} batches")
+    for last in lasts:
+        con.register("derived_batch_last", last)
+        try:
+            con.execute("insert into day_last by name select * from derived_batch_last")
+        finally:
+            con.unregister("derived_batch_last")
 
 
 def _fsync(path: Path) -> None:
