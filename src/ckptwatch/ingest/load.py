@@ -15,6 +15,7 @@ import codecs
 import hashlib
 import os
 import zlib
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -107,33 +108,54 @@ def _gunzip_capped(fh: BinaryIO, cap: int) -> tuple[bytearray, str | None]:
     """Up to ``cap + 1`` decompressed bytes of a gzip stream (members one after another), and
     why it could not be read to its end; what was decompressed before damage is kept."""
     buf = bytearray()
+    pieces = _gunzip_pieces(fh, cap)
+    while True:
+        try:
+            buf += next(pieces)
+        except StopIteration as stop:
+            return buf, stop.value
+
+
+def _gunzip_pieces(fh: BinaryIO, cap: int) -> Generator[bytes, None, str | None]:
+    """``_gunzip_capped`` a piece of at most ``CHUNK_BYTES`` at a time (a megabyte of
+    compressed zeros is not a gigabyte at once); returns why the stream could not be read to
+    its end (None: it was, or it reached ``cap + 1`` bytes)."""
+    total = 0
     d = zlib.decompressobj(31)
     fed = False  # the current member has had input
-    while len(buf) <= cap:
+    while total <= cap:
         data = fh.read(CHUNK_BYTES)
         if not data:
             break
-        while data and len(buf) <= cap:
-            fed = True
+        more = True
+        while more and total <= cap:
+            fed = fed or bool(data)
+            want = min(cap + 1 - total, CHUNK_BYTES)
             try:
-                buf += d.decompress(data, cap + 1 - len(buf))
+                out = d.decompress(data, want)
             except zlib.error as exc:
-                if not buf and data[:2] != b"\x1f\x8b":
-                    return buf, (f"not a gzip file ({exc}): rename it without .gz if it is not "
-                                 "compressed")
-                return buf, (f"corrupt gzip file ({exc}): the {len(buf):,} bytes before the "
-                             "damage were read")
+                if not total and data[:2] != b"\x1f\x8b":
+                    return (f"not a gzip file ({exc}): rename it without .gz if it is not "
+                            "compressed")
+                return (f"corrupt gzip file ({exc}): the {total:,} bytes before the damage "
+                        "were read")
+            if out:
+                total += len(out)
+                yield out
             data = d.unconsumed_tail
+            # a full piece may leave output in the decompressor with no input left: asked again
+            more = bool(data) or len(out) == want
             if d.eof:  # the next member, if any (trailing zero padding is not one)
                 data = d.unused_data
                 d = zlib.decompressobj(31)
                 fed = False
                 if not data.strip(b"\0"):
                     data = b""
-    if fed and not d.eof and len(buf) <= cap:
-        return buf, ("corrupt gzip file (truncated: it ends before its end-of-stream marker): "
-                     f"the {len(buf):,} bytes before the cut were read")
-    return buf, None
+                more = bool(data)
+    if fed and not d.eof and total <= cap:
+        return ("corrupt gzip file (truncated: it ends before its end-of-stream marker): "
+                f"the {total:,} bytes before the cut were read")
+    return None
 
 
 def _cut_message(gz: bool, cap: int, stored: int, lim: IngestSettings) -> str:
@@ -184,25 +206,60 @@ def to_utf8(data: bytes, *, text: bool = False) -> tuple[bytes, str | None]:
     if text:
         bad = _not_utf8(data)
         if bad is not None:
-            return data, (f"not UTF-8 text at byte {bad[0]:,} ({bad[1]}): save it as UTF-8 "
-                          "(e.g. iconv -f latin1 -t utf-8)")
+            return data, _not_utf8_reason(bad)
     return data, None
+
+
+def _not_utf8_reason(bad: tuple[int, str]) -> str:
+    """Why a text file is not read (``to_utf8``): where its first byte that is not UTF-8 is."""
+    return (f"not UTF-8 text at byte {bad[0]:,} ({bad[1]}): save it as UTF-8 (e.g. iconv -f "
+            "latin1 -t utf-8)")
 
 
 def _not_utf8(data: bytes) -> tuple[int, str] | None:
     """Where ``data`` stops being UTF-8 and why (None: it is UTF-8), checked by an incremental
-    decoder ``SCAN_BYTES`` at a time: a file's text is never held beside its bytes."""
+    decoder ``SCAN_BYTES`` at a time (``Utf8Check``): a file's text is never held beside its
+    bytes."""
     if data.isascii():  # ASCII is UTF-8 (a scan in C many times the decoder's speed)
         return None
-    decoder = codecs.getincrementaldecoder("utf-8")()
+    check = Utf8Check()
     view = memoryview(data)
-    for at in range(0, max(len(data), 1), SCAN_BYTES):
-        held = len(decoder.getstate()[0])  # bytes of a character cut by the last piece
-        try:
-            decoder.decode(view[at:at + SCAN_BYTES], final=at + SCAN_BYTES >= len(data))
-        except UnicodeDecodeError as exc:  # its offsets count the held bytes first
-            return at - held + exc.start, exc.reason
-    return None
+    for at in range(0, len(data), SCAN_BYTES):
+        check.feed(view[at:at + SCAN_BYTES])
+    return check.end()
+
+
+class Utf8Check:
+    """Where bytes given a piece at a time (``feed``) stop being UTF-8 and why (``end``; None:
+    they are UTF-8): the first bad byte's offset and the reason that decoding them whole
+    gives, a character cut by a piece's end included."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._at = 0  # bytes fed
+        self.bad: tuple[int, str] | None = None
+
+    def feed(self, piece: bytes | memoryview) -> None:
+        """Check the next ``piece`` (an ASCII one in C only, unless a character is cut)."""
+        held = len(self._decoder.getstate()[0])  # bytes of a character cut by the last piece
+        if self.bad is None and not (held == 0 and isinstance(piece, bytes)
+                                     and piece.isascii()):
+            try:
+                self._decoder.decode(piece)
+            except UnicodeDecodeError as exc:  # its offsets count the held bytes first
+                self.bad = (self._at - held + exc.start, exc.reason)
+        self._at += len(piece)
+
+    def end(self) -> tuple[int, str] | None:
+        """The first bad byte and why, the bytes fed being all (a character they cut short
+        at their end is bad)."""
+        if self.bad is None:
+            held = len(self._decoder.getstate()[0])
+            try:
+                self._decoder.decode(b"", final=True)
+            except UnicodeDecodeError as exc:
+                self.bad = (self._at - held + exc.start, exc.reason)
+        return self.bad
 
 
 def _from_utf16(data: bytes, codec: str) -> tuple[bytes, str | None]:
@@ -293,3 +350,206 @@ def head_bytes(path: Path, n: int) -> bytes:
         return gunzip_head(path, n)
     with open(path, "rb") as fh:
         return fh.read(n)
+
+
+#: What of a text file's beginning ``ContentStream.head`` keeps (its first non-blank byte: a
+#: JSON array is judged whole).
+HEAD_BYTES = 1 << 16
+
+
+class ContentStream:
+    """A text file's content as ``load(path, lines=True, text=True)`` reads it, given a piece
+    at a time (``pieces``), never whole: decompressed, cut at the size limit, a UTF-8 byte
+    order mark dropped, its UTF-8 checked as it goes. Once the pieces are all read, ``sha``,
+    ``size`` and ``failure`` are ``load``'s, and ``head`` holds the text's first
+    ``HEAD_BYTES``. UTF-16 text (``load`` re-encodes it whole) is not given: ``utf16`` says
+    so, after no piece. Raises ``OSError`` only when the file cannot be opened or read."""
+
+    def __init__(self, path: Path, limits: IngestSettings = INGEST) -> None:
+        self.path = path
+        self.limits = limits
+        self.sha: Any = hashlib.sha256()
+        self.size = 0
+        self.failure: str | None = None
+        self.utf16 = False
+        self.head = b""
+        #: Bytes of text given (``size`` without a byte order mark).
+        self.text_bytes = 0
+
+    def content(self, data: bytes = b"",
+                long_lines: list[tuple[int, int, bytes]] | None = None) -> Content:
+        """What ``load`` gives (its ``data``: ``data``), once the pieces are read."""
+        return Content(data, self.sha, self.size, self.failure, long_lines or [])
+
+    def pieces(self) -> Iterator[bytes]:
+        """The text, a piece of at most ``CHUNK_BYTES`` at a time (``load``'s bytes, but for
+        the blanking of long lines: ``LineChunks``)."""
+        lim = self.limits
+        gz = self.path.suffix.lower() == ".gz"
+        stored = self.path.stat().st_size
+        cap = lim.decompressed_limit(stored) if gz else lim.max_file_bytes
+        check = Utf8Check()
+        start = bytearray()  # the first bytes, until the encoding is judged on them
+        judged = False
+        failure: str | None = None
+        with open(self.path, "rb") as fh:
+            source = _gunzip_pieces(fh, cap) if gz else _read_pieces(fh, cap)
+            while True:
+                try:
+                    piece = next(source)
+                except StopIteration as stop:
+                    failure = stop.value
+                    break
+                if self.size + len(piece) > cap:  # a byte past the cap: cut there
+                    piece = piece[:cap - self.size]
+                    failure = _cut_message(gz, cap, stored, lim)
+                self.sha.update(piece)
+                self.size += len(piece)
+                if not judged:
+                    start += piece
+                    if len(start) < UTF16_SNIFF_BYTES and failure is None:
+                        continue
+                    judged = True
+                    piece = self._judge(bytes(start))
+                    if self.utf16:
+                        return
+                if piece:
+                    check.feed(piece)
+                    if len(self.head) < HEAD_BYTES:
+                        self.head += piece[:HEAD_BYTES - len(self.head)]
+                    self.text_bytes += len(piece)
+                    yield piece
+                if failure is not None:  # cut: nothing more is read
+                    break
+        if not judged:  # a file shorter than the sniff
+            piece = self._judge(bytes(start))
+            if self.utf16:
+                return
+            if piece:
+                check.feed(piece)
+                self.head = piece[:HEAD_BYTES]
+                self.text_bytes = len(piece)
+                yield piece
+        bad = check.end()
+        self.failure = failure or (None if bad is None else _not_utf8_reason(bad))
+
+    def _judge(self, start: bytes) -> bytes:
+        """The file's first bytes as text (a UTF-8 byte order mark dropped); ``utf16`` set
+        when ``to_utf8`` would re-encode them as UTF-16."""
+        if start.startswith(codecs.BOM_UTF8):
+            return start[len(codecs.BOM_UTF8):]
+        if (start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+                or utf16_without_bom(start) is not None):
+            self.utf16 = True
+        return start
+
+
+def _read_pieces(fh: BinaryIO, cap: int) -> Generator[bytes, None, str | None]:
+    """``_read_capped``'s bytes (up to ``cap + 1``) a piece of ``CHUNK_BYTES`` at a time."""
+    total = 0
+    while total <= cap:
+        piece = fh.read(min(CHUNK_BYTES, cap + 1 - total))
+        if not piece:
+            break
+        total += len(piece)
+        yield piece
+    return None
+
+
+class LineChunks:
+    """Text given a piece at a time (``ContentStream.pieces``) as ``tabular.line_chunks``
+    cuts it whole: (chunk of whole lines of about ``size`` bytes, number of its first line),
+    each line over ``limit`` bytes blanked first as ``load`` blanks it (``_blank_long_lines``:
+    its number, length and the ``keep`` bytes from its start in ``long_lines``), never held
+    whole: a chunk and a piece at a time. ``head``: the blanked text's first ``keep``
+    bytes. ``long_lines`` is complete once the chunks are all given."""
+
+    def __init__(self, pieces: Iterable[bytes], size: int, limit: int, keep: int) -> None:
+        self.pieces = pieces
+        self.size = max(size, 1)
+        self.limit = limit
+        self.keep = keep
+        self.long_lines: list[tuple[int, int, bytes]] = []
+        self.head = b""
+        self._found: list[list[Any]] = []  # the long lines: [number, length, first bytes]
+        self._filling: list[bytearray] = []  # first bytes still short of ``keep``
+
+    def __iter__(self) -> Iterator[tuple[bytes, int]]:
+        buf = bytearray()  # the text not yet given, from a line's start
+        line = 1  # the number of buf's first line
+        checked = 0  # buf holds no long line before this line start
+        skip: list[Any] | None = None  # a long line whose end is still to come
+        for piece in self.pieces:
+            self._fill(piece)
+            if skip is not None:
+                end = piece.find(b"\n")
+                skip[1] += len(piece) if end < 0 else end
+                if end < 0:
+                    continue
+                skip = None
+                piece = piece[end:]  # its newline ends the blanked line
+            buf += piece
+            checked, skip = self._blank(buf, checked, line)
+            while len(buf) >= self.size:
+                cut = buf.find(b"\n", self.size - 1)
+                if cut < 0:
+                    break
+                chunk = _take(buf, cut + 1)
+                checked = max(checked - cut - 1, 0)
+                yield self._given(chunk), line
+                line += chunk.count(b"\n")
+        while buf:
+            cut = buf.find(b"\n", self.size - 1)
+            chunk = _take(buf, len(buf) if cut < 0 else cut + 1)
+            yield self._given(chunk), line
+            line += chunk.count(b"\n")
+        self.long_lines = [(number, length, bytes(first)) for number, length, first
+                           in self._found]
+
+    def _given(self, chunk: bytes) -> bytes:
+        if len(self.head) < self.keep:
+            self.head += chunk[:self.keep - len(self.head)]
+        return chunk
+
+    def _fill(self, piece: bytes) -> None:
+        """The bytes of ``piece`` added to the long lines' first bytes that are short of
+        ``keep`` (``load`` keeps the ``keep`` bytes from a line's start, past its end when
+        the line is shorter: the text as read, before any blanking)."""
+        if self._filling:
+            for first in self._filling:
+                first += piece[:self.keep - len(first)]
+            self._filling = [f for f in self._filling if len(f) < self.keep]
+
+    def _blank(self, buf: bytearray, pos: int, line: int) -> tuple[int, list[Any] | None]:
+        """Each line of ``buf`` from ``pos`` (a line start) over the limit blanked (``buf``
+        changed in place; ``_has_long_line``'s search); returns the line start from which
+        fewer than ``limit`` bytes are left unchecked, and the long line whose end is still
+        to come (its bytes dropped from ``buf``, its length counted on), if any."""
+        limit = self.limit
+        while len(buf) - pos > limit:
+            newline = buf.rfind(b"\n", pos, pos + limit + 1)
+            if newline >= 0:
+                pos = newline + 1
+                continue
+            first = bytearray(buf[pos:pos + self.keep])  # as read: nothing after is blanked
+            if len(first) < self.keep:
+                self._filling.append(first)
+            found = [line + buf.count(b"\n", 0, pos), 0, first]
+            self._found.append(found)
+            end = buf.find(b"\n", pos + limit + 1)
+            if end < 0:
+                found[1] = len(buf) - pos
+                del buf[pos:]
+                return pos, found
+            found[1] = end - pos
+            del buf[pos:end]  # the newline at pos ends the blanked line
+            pos += 1
+        return pos, None
+
+
+def _take(buf: bytearray, n: int) -> bytes:
+    """The first ``n`` bytes of ``buf``, removed from it (copied once)."""
+    with memoryview(buf) as view:
+        out = bytes(view[:n])
+    del buf[:n]
+    return out

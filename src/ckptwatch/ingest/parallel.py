@@ -10,11 +10,12 @@ deduplicate) and writing (journal, parts, manifest) stay in the calling process,
 a worker loses nothing (its groups are parsed again here; the lake is written only here).
 
 At most ``workers + 1`` groups are in flight (each at most ``IngestSettings.parse_bytes`` of
-input), so memory stays bounded by the group size, not the run's. ``IngestSettings.workers``
-(``--workers``, ``CKPTWATCH_INGEST_WORKERS``) sets the number: ``1`` parses in this process,
-``auto`` (the default)
-uses up to ``MAX_AUTO_WORKERS`` of the CPUs this process may run on when the run is large
-enough to pay for starting them (about 1.2 CPU s of imports each).
+input), so memory stays bounded by the group size, not the run's; a JSON Lines table over
+``table_chunk_bytes`` is in no group: the run streams it itself (``stream``, ``run``).
+``IngestSettings.workers`` (``--workers``, ``CKPTWATCH_INGEST_WORKERS``) sets the number: ``1``
+parses in this process, ``auto`` (the default) uses up to ``MAX_AUTO_WORKERS`` of the CPUs
+this process may run on when the run is large enough to pay for starting them (about 1.2 CPU s
+of imports each).
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ def workers_for(files: Iterable[RawFile], asked: int | None) -> int:
     """Parse workers for a run over ``files``: ``asked``, or (``auto``) up to
     ``MAX_AUTO_WORKERS`` of the usable CPUs when the files beside the largest hold
     ``PARALLEL_BYTES`` or more, else 1 (parse in this process). A file is parsed by one process
-    (a large one chunk after chunk), so only the rest can go beside it: with one large file and
-    a small one, workers cost more (their start, the frames sent back) than they save (a 360 MB
-    checkpoint file and an 80 MB one: ~25 % slower with two), while many files gain."""
+    (a JSON Lines table over ``table_chunk_bytes`` by this one, chunk after chunk, workers or
+    not: ``stream``), so only the rest can go beside it: with one large file and a small one,
+    workers cost more (their start, the frames sent back) than they save (a 360 MB checkpoint
+    file and an 80 MB one: ~25 % slower with two), while many files gain."""
     if asked is not None:
         return asked
     cpus = usable_cpus()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +24,7 @@ from typing import Any
 
 from ckptwatch.errors import RecordError
 from ckptwatch.ingest.discover import FileKind, RawFile
-from ckptwatch.ingest.load import Content, load, read_bytes
+from ckptwatch.ingest.load import Content, ContentStream, load, read_bytes
 from ckptwatch.settings import IngestSettings
 from ckptwatch.sources import mlperf
 from ckptwatch.sources.base import (
@@ -48,7 +49,7 @@ from ckptwatch.sources.envelope import (
     rows_to_frames_together,
     time_from_name,
 )
-from ckptwatch.sources.tabular import LOADERS, read_table
+from ckptwatch.sources.tabular import LOADERS, load_jsonl, read_table
 
 
 @dataclass
@@ -228,7 +229,7 @@ def _dlio_rows(raw: RawFile, data: bytes, out: Parsed) -> dict[str, list[dict[st
 def _read_dlio_files(items: Sequence[LoadedFile]) -> dict[int, Parsed]:
     """``_read_dlio`` of each of ``items`` (by ``id``), their rows typed together
     (``rows_to_frames_together``: a run's hundreds of per-rank files are a frame each
-    otherwise). A file whose reading fails is left out: ``_parse`` reads it again on its own,
+    otherwise). A file whose reading fails is left out: ``parse_one`` reads it again on its own,
     so that the failure is its own."""
     outs: list[Parsed] = []
     results: list[dict[str, list[dict[str, Any]]]] = []
@@ -237,13 +238,13 @@ def _read_dlio_files(items: Sequence[LoadedFile]) -> dict[int, Parsed]:
         out = Parsed(limits=x.raw.limits)
         try:
             results.append(_dlio_rows(x.raw, x.content.data, out))
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             continue
         outs.append(out)
         done.append(x)
     try:
         rows_to_frames_together(results, outs)
-    except _PARSE_ERRORS:  # each file again on its own: whose failure it is
+    except PARSE_ERRORS:  # each file again on its own: whose failure it is
         return {}
     return {id(x): out for x, out in zip(done, outs, strict=True)}
 
@@ -390,7 +391,7 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
         try:
             results = read_envelope_files([EnvelopeFile(x.content.data, x.raw.rel, x.raw.node)
                                            for x in together], limits=together[0].raw.limits)
-        except _PARSE_ERRORS:  # each file again on its own: whose failure it is
+        except PARSE_ERRORS:  # each file again on its own: whose failure it is
             results = []
         parsed = {id(x): p for x, p in zip(together, results, strict=False)}
     # A name the file system gave that is not text (bytes that are not UTF-8, kept as
@@ -403,7 +404,7 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
             found = read_tool_files([ToolFile(x.content.data, x.raw.rel, str(x.raw.node),
                                                _tool_time(x.raw)) for x in tools],
                                     limits=tools[0].raw.limits)
-        except _PARSE_ERRORS:  # each file again on its own: whose failure it is
+        except PARSE_ERRORS:  # each file again on its own: whose failure it is
             found = []
         parsed.update({id(x): p for x, p in zip(tools, found, strict=False)})
     dlio = [x for x in items if isinstance(x, LoadedFile) and x.raw.kind == "dlio"
@@ -415,17 +416,18 @@ def parse_loaded(items: Sequence[ParsedFile | LoadedFile]) -> list[ParsedFile]:
         if isinstance(x, ParsedFile):
             out.append(x)
         elif id(x) in parsed:
-            out.append(_parse(x, _given(parsed[id(x)])))
+            out.append(parse_one(x, given(parsed[id(x)])))
         else:
-            out.append(_parse(x, READERS[x.raw.kind].parse))
+            out.append(parse_one(x, READERS[x.raw.kind].parse))
     return out
 
 
-#: What a parse may raise for what a file holds (``_parse`` turns each into the file's failure).
-_PARSE_ERRORS: tuple[type[BaseException], ...] = (RecordError, *INPUT_ERRORS)
+#: What a parse may raise for what a file holds (``parse_one`` turns each into the file's
+#: failure).
+PARSE_ERRORS: tuple[type[BaseException], ...] = (RecordError, *INPUT_ERRORS)
 
 
-def _given(parsed: Parsed) -> Callable[[RawFile, bytes], Parsed]:
+def given(parsed: Parsed) -> Callable[[RawFile, bytes], Parsed]:
     """A parse that gives ``parsed`` (what ``parse_loaded`` parsed of a file already)."""
     return lambda _raw, _data: parsed
 
@@ -436,9 +438,10 @@ def _parsed_together(item: LoadedFile) -> bool:
     return item.raw.kind == "envelope" and not item.content.failure
 
 
-def _parse(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> ParsedFile:
+def parse_one(item: LoadedFile, parse: Callable[[RawFile, bytes], Parsed]) -> ParsedFile:
     """Parse one loaded file with ``parse`` (its reader's, or one giving what
-    ``parse_loaded`` parsed of it already) into its ``ParsedFile`` (see ``parse_file``)."""
+    ``parse_loaded`` or ``stream`` parsed of it already) into its ``ParsedFile`` (see
+    ``parse_file``)."""
     raw, key, content = item.raw, item.key, item.content
     limits = raw.limits
     failure = content.failure
@@ -516,7 +519,34 @@ def content_key(raw: RawFile) -> str | None:
     if load_content is None:
         return _unread_key(raw)
     try:
+        if large_table(raw):  # hashed a piece at a time, never held
+            stream = ContentStream(raw.path, raw.limits)
+            for _ in stream.pieces():
+                pass
+            if not stream.utf16:  # (UTF-16 text is re-encoded whole: loaded)
+                return file_key(stream.content(), raw)
         content = load_content(raw)
     except (OSError, EOFError, ValueError):
         return None
     return file_key(content, raw)
+
+
+def large_table(raw: RawFile) -> bool:
+    """Whether ``raw`` may be a JSON Lines table over ``table_chunk_bytes``, which the ingest
+    reads as a stream, never whole (``stream.ingest_stream`` decides): a table file read by
+    the JSON Lines loader whose bytes are over that size (a ``.gz``: its stored bytes, or the
+    decompressed size its trailer gives)."""
+    if raw.kind != "tabular" or raw.table is None or LOADERS.get(raw.suffix) is not load_jsonl:
+        return False
+    size = raw.limits.table_chunk_bytes
+    try:
+        stored = raw.path.stat().st_size
+        if stored > size:
+            return True
+        if raw.path.suffix.lower() != ".gz" or stored < 4:
+            return False
+        with open(raw.path, "rb") as fh:  # ISIZE: the last member's size, modulo 2**32
+            fh.seek(-4, os.SEEK_END)
+            return int.from_bytes(fh.read(4), "little") > size
+    except OSError:
+        return False  # the load says why it cannot be read

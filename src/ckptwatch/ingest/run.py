@@ -19,7 +19,8 @@ from pathlib import Path
 from ckptwatch.errors import LakeError
 from ckptwatch.ingest.discover import RawFile, discover
 from ckptwatch.ingest.parallel import Parsing, workers_for
-from ckptwatch.ingest.read import LoadedFile, ParsedFile, load_file, skip_known
+from ckptwatch.ingest.read import LoadedFile, ParsedFile, large_table, load_file, skip_known
+from ckptwatch.ingest.stream import ingest_stream
 from ckptwatch.ingest.write import FileResult, FileStatus, prepare_lake, to_ingest, write_files
 from ckptwatch.lake.schema import ENVELOPE_SOURCES
 from ckptwatch.lake.store import Lake
@@ -247,7 +248,9 @@ def ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: dat
     ``write.write_files``); a file that failed to read is written on its own, at once. Files
     are loaded, then parsed in groups of up to ``batch_files`` files and ``parse_bytes`` bytes
     (``read.parse_loaded``: the envelope files of a group through each bulk parser at once;
-    each file's rows as it gives them alone).
+    each file's rows as it gives them alone). A JSON Lines table over ``table_chunk_bytes``
+    is ingested here, in this process, a chunk at a time (``stream.ingest_stream``: memory
+    bounded by the chunk, not the file), once the files before it are written.
     Appends each file's result to ``results`` (the run's results so far: a failure's message
     counts the files committed before it) and each ingested key to ``known`` (a second copy
     of that content later in the run is skipped). ``parsing``: where the groups are parsed
@@ -305,6 +308,18 @@ def _ingest_files(lake: Lake, files: Sequence[RawFile], known: set[str], now: da
     for i, raw in enumerate(files, start=1):
         if progress:
             progress(i, len(files), safe_text(raw.rel))
+        if large_table(raw):  # a large JSON Lines table: read, typed and written chunk by chunk
+            parse_loaded_files(wait=True)  # the files before it are written first, in order
+            flush()
+            try:
+                streamed = ingest_stream(lake, raw, known, now)
+            except LakeError as exc:
+                raise run_stopped(exc, raw, results) from exc
+            if streamed is not None:
+                results.append(streamed.result)
+                if streamed.ingested:
+                    known.add(streamed.key)
+                continue
         item = load_file(raw, known)
         if isinstance(item, LoadedFile) and (item.key in loaded_keys
                                              or item.key in parsing.keys):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -239,7 +239,7 @@ def _plan(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult | _Pl
     if pf.already:
         return FileResult(rel_text, "skipped")
     if pf.failure:
-        return _write_failed(lake, pf, rel_text, _provenance(rel_text, ingested_ts))
+        return write_failed(lake, pf, rel_text, provenance(rel_text, ingested_ts))
     planned: list[tuple[str, str, pl.DataFrame | bytes]] = []
     frames: dict[str, pl.DataFrame] | None = None
     held: list[str] | None = None
@@ -261,7 +261,8 @@ def _plan(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> FileResult | _Pl
                     held is not None)
 
 
-def _provenance(rel_text: str, ingested_ts: datetime) -> dict[str, pl.Expr]:
+def provenance(rel_text: str, ingested_ts: datetime) -> dict[str, pl.Expr]:
+    """The provenance columns of a file's rows (``source_file``, ``ingested_ts``)."""
     return {"source_file": pl.lit(rel_text), "ingested_ts": _ingested_ts(ingested_ts)}
 
 
@@ -276,7 +277,7 @@ def _frames(pf: ParsedFile, rel_text: str, ingested_ts: datetime
             ) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
     """A file's rows with provenance per table, its rows first, its rejects last (under the
     quarantine's name), and its rows per table."""
-    prov = _provenance(rel_text, ingested_ts)
+    prov = provenance(rel_text, ingested_ts)
     out: dict[str, pl.DataFrame] = {}
     rows: dict[str, int] = {}
     for table, frames in sorted(pf.parsed.frames.items()):
@@ -285,7 +286,7 @@ def _frames(pf: ParsedFile, rel_text: str, ingested_ts: datetime
         out[table] = frame
     rejects = pf.parsed.rejects
     if rejects:
-        out[QUARANTINE.name] = _quarantine_frame(rejects, pf.raw.table).with_columns(**prov)
+        out[QUARANTINE.name] = quarantine_frame(rejects, pf.raw.table).with_columns(**prov)
     return out, rows
 
 
@@ -311,7 +312,9 @@ def encode_parts(lake: Lake, pf: ParsedFile, ingested_ts: datetime) -> ParsedFil
     return replace(pf, parsed=parsed, encoded=encoded)
 
 
-def _quarantine_frame(rejects: list[Reject], table: str | None) -> pl.DataFrame:
+def quarantine_frame(rejects: list[Reject], table: str | None) -> pl.DataFrame:
+    """A file's rejects as quarantine rows (provenance still to add); ``table``: the file's,
+    for a reject that names none."""
     return pl.DataFrame(
         {
             "table": [r.table or table for r in rejects],
@@ -326,17 +329,26 @@ def _quarantine_frame(rejects: list[Reject], table: str | None) -> pl.DataFrame:
 def _kept_records(pf: ParsedFile, room: int) -> list[Reject]:
     """The records read from a failed file, as quarantine rows (canonical values as JSON), at
     most ``room`` of them, and one row counting the rest."""
+    return kept_records(str(pf.failure), ((table, frame, frame.height) for table, frames
+                                          in sorted(pf.parsed.frames.items())
+                                          for frame in frames), room)
+
+
+def kept_records(failure: str, frames: Iterable[tuple[str, pl.DataFrame, int]],
+                 room: int) -> list[Reject]:
+    """``_kept_records`` of a failed file's rows given as (table, rows, how many rows they
+    stand for: the first of them are given), tables in name order: at most ``room`` rows,
+    and one row counting the rest."""
     out: list[Reject] = []
     more = 0
-    why = (f"read from a file that failed ({pf.failure}): not ingested; it is when the file "
+    why = (f"read from a file that failed ({failure}): not ingested; it is when the file "
            "is fixed and ingested again")
-    for table, frames in sorted(pf.parsed.frames.items()):
-        for frame in frames:
-            take = frame.head(max(room - len(out), 0))
-            more += frame.height - take.height
-            if take.height:
-                raws = take.select(pl.struct(pl.all()).struct.json_encode()).to_series()
-                out += [Reject(safe_text(why), None, clip_raw(r), table) for r in raws]
+    for table, frame, total in frames:
+        take = frame.head(max(room - len(out), 0))
+        more += total - take.height
+        if take.height:
+            raws = take.select(pl.struct(pl.all()).struct.json_encode()).to_series()
+            out += [Reject(safe_text(why), None, clip_raw(r), table) for r in raws]
     if more:
         out.append(Reject(f"{more:,} more record(s) read from this failed file not kept "
                           "(CKPTWATCH_MAX_QUARANTINE_ROWS); they are ingested when the file is "
@@ -344,15 +356,18 @@ def _kept_records(pf: ParsedFile, room: int) -> list[Reject]:
     return out
 
 
-def _write_failed(lake: Lake, pf: ParsedFile, rel_text: str,
-                  prov: dict[str, pl.Expr]) -> FileResult:
+def write_failed(lake: Lake, pf: ParsedFile, rel_text: str,
+                 prov: dict[str, pl.Expr], kept: list[Reject] | None = None) -> FileResult:
     """A file that could not be read whole: quarantine only, no manifest entry (see the module
-    docstring); journalled like any write, so a killed run leaves nothing of it."""
-    rejects = [*pf.parsed.rejects, *_kept_records(pf, pf.raw.limits.max_quarantine_rows)]
+    docstring); journalled like any write, so a killed run leaves nothing of it. ``kept``: the
+    records read from it as quarantine rows (default: ``_kept_records`` of its rows)."""
+    if kept is None:
+        kept = _kept_records(pf, pf.raw.limits.max_quarantine_rows)
+    rejects = [*pf.parsed.rejects, *kept]
     # Parts named by content and path: two copies of a broken file each keep their rows.
     key = hashlib.sha256(f"{pf.key}\0failed\0{rel_text}".encode()).hexdigest()
     planned = [(rel, part) for rel, part in lake.plan_parts(
-        key, QUARANTINE, _quarantine_frame(rejects, pf.raw.table).with_columns(**prov))]
+        key, QUARANTINE, quarantine_frame(rejects, pf.raw.table).with_columns(**prov))]
     parts = [rel for rel, _ in planned]
     try:
         lake.begin(key, parts)

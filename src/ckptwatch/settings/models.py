@@ -213,8 +213,9 @@ class IngestSettings:
     #: Quarantine rows kept per file; the rest are counted in one summary row, and the file
     #: is ``failed``.
     max_quarantine_rows: int = 1000
-    #: A JSON Lines table file over this many bytes is read and typed a chunk of whole lines
-    #: of about this size at a time (``sources.tabular.read_table``): a knob, not a limit.
+    #: A JSON Lines table file over this many bytes is read, typed and written a chunk of
+    #: whole lines of about this size at a time, never held whole (``ingest.stream``; held,
+    #: ``sources.tabular.read_table`` types it so): a knob, not a limit.
     table_chunk_bytes: int = 32 << 20
     #: Files written as one batch at most (``ingest.write.write_files``: one journal entry and
     #: one round of fsyncs), and the rows they may hold together (memory: the batch's rows are

@@ -584,48 +584,108 @@ def canonicalise_frames(frames: Iterable[Frame], table: str, *, file_label: str,
     in one frame. What spans frames is settled at the end: the duplicate rule (the last record
     of a (job_id, step, rank) in the file wins), a required column the whole file lacks (a
     ``RecordError``: ``whole``, one frame that is the file, raises it before any typing), and
-    the note naming the extra columns."""
-    out = Parsed(limits=limits)
-    # the loaders' rejects (malformed lines) come first, as in one frame
-    loaded = Rejects(cap=limits.max_quarantine_rows)
-    typing = Rejects(cap=limits.max_quarantine_rows)
-    seen = _FileSeen()
+    the note naming the extra columns (``TableTyper``)."""
+    typer = TableTyper(table, file_label=file_label, source=source, whole=whole, limits=limits)
+    rows: list[tuple[str, pl.DataFrame]] = []
     finished: list[pl.DataFrame] = []  # a checkpoint file's records, before the duplicate rule
     spellers: list[Frame] = []  # what spells a finished record's raw text (``_spell_raw``)
     for frame in frames:
-        loaded.extend(frame.rejects)
-        good = _type_frame(frame, table, seen, typing, whole=whole,
-                           max_field_chars=limits.max_field_chars)
-        if good is None:
+        typed = typer.add(frame)
+        if typed is None:
             continue
         if whole or frame.raw is not None:
             spellers.append(frame)
         elif frame.data is not None:  # its lines only: the frame's rows are let go
             spellers.append(Frame(_NO_ROWS, [], data=frame.data, first_line=frame.first_line))
+        rows += typed.rows.items()
+        if typed.finished is not None:
+            finished.append(typed.finished)
+    out = typer.finish()
+    for name, frame_rows in rows:
+        out.add(name, frame_rows)
+    if finished:
+        good = _latest_per_rank(pl.concat(finished), out, table, spellers)
+        out.add(table, finished_rows(good, table))
+    return out
+
+
+@dataclass
+class Typed:
+    """One frame of a file typed (``TableTyper.add``): its canonical rows per table, and a
+    checkpoint file's finished records before the duplicate rule (``LINE``, the columns read;
+    ``finished_rows`` makes them rows)."""
+
+    rows: dict[str, pl.DataFrame]
+    finished: pl.DataFrame | None = None
+
+
+class TableTyper:
+    """``canonicalise_frames`` a frame at a time, for a reader that writes each frame's rows
+    as it goes: ``add`` types a frame (its rejects kept here), ``finish`` settles what spans
+    frames but the duplicate rule (the caller's: ``_latest_per_rank`` over every finished
+    record): a required column the file lacks, the rejects in order, the notes."""
+
+    def __init__(self, table: str, *, file_label: str, source: str = "canonical",
+                 whole: bool = False, limits: IngestSettings = INGEST) -> None:
+        self.table = table
+        self.file_label = file_label
+        self.source = source
+        self.whole = whole
+        self.limits = limits
+        # the loaders' rejects (malformed lines) come first, as in one frame
+        self.loaded = Rejects(cap=limits.max_quarantine_rows)
+        self.typing = Rejects(cap=limits.max_quarantine_rows)
+        self.seen = _FileSeen()
+
+    def add(self, frame: Frame) -> Typed | None:
+        """``frame`` typed (None: it holds no valid record); its rejects kept."""
+        self.loaded.extend(frame.rejects)
+        table = self.table
+        good = _type_frame(frame, table, self.seen, self.typing, whole=self.whole,
+                           max_field_chars=self.limits.max_field_chars)
+        if good is None:
+            return None
         if table == CHECKPOINT_WRITES.name:
             # Every marker is kept (a rank that retried has two): stg_checkpoint_starts keeps
             # the earliest start of each (job_id, step, rank).
-            out.add(CHECKPOINT_STARTS.name, good.filter(pl.col(MARKER)).select(
-                list(_canonical_dtypes(CHECKPOINT_STARTS.name))))
-            finished.append(good.filter(~pl.col(MARKER)).drop(MARKER))
-        else:
-            if table == FABRIC_COUNTERS.name:
-                good = good.with_columns(pl.lit(source).alias("source"))
-            out.add(table, good.select(list(_canonical_dtypes(table))))
-    if not whole and seen.records:
-        _check_required(table, seen)
-    out.rejects = Rejects([], cap=typing.cap)
-    out.rejects.extend(loaded)
-    out.rejects.extend(typing)
-    if seen.extra:
-        out.notes.append(f"{file_label}: extra columns ignored: {', '.join(sorted(seen.extra))}")
-    if finished:
-        good = _latest_per_rank(pl.concat(finished), out, table, spellers)
-        good = good.with_columns(
-            ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
-            .alias("duration_s"))
-        out.add(table, good.select(list(_canonical_dtypes(table))))
-    return out
+            starts = good.filter(pl.col(MARKER)).select(
+                list(_canonical_dtypes(CHECKPOINT_STARTS.name)))
+            return Typed({CHECKPOINT_STARTS.name: starts},
+                         good.filter(~pl.col(MARKER)).drop(MARKER))
+        if table == FABRIC_COUNTERS.name:
+            good = good.with_columns(pl.lit(self.source).alias("source"))
+        return Typed({table: good.select(list(_canonical_dtypes(table)))})
+
+    def finish(self) -> Parsed:
+        """The file's rejects (the loaders' first, as in one frame) and notes, no rows; a
+        ``RecordError`` when it lacks a required column."""
+        if not self.whole and self.seen.records:
+            _check_required(self.table, self.seen)
+        out = Parsed(limits=self.limits)
+        out.rejects = Rejects([], cap=self.typing.cap)
+        out.rejects.extend(self.loaded)
+        out.rejects.extend(self.typing)
+        if self.seen.extra:
+            out.notes.append(f"{self.file_label}: extra columns ignored: "
+                             f"{', '.join(sorted(self.seen.extra))}")
+        return out
+
+
+def finished_rows(good: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Finished checkpoint records (``Typed.finished``, after the duplicate rule) as the
+    table's canonical rows: their duration computed."""
+    good = good.with_columns(
+        ((pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6)
+        .alias("duration_s"))
+    return good.select(list(_canonical_dtypes(table)))
+
+
+def last_per_key(good: pl.DataFrame) -> pl.DataFrame:
+    """Of records with the same (job_id, step, rank) the last (``LINE``) only: the duplicate
+    rule inside one frame, without its rejects (``_latest_per_rank``)."""
+    if good.height == good.select(CHECKPOINT_KEY).n_unique():
+        return good
+    return good.filter(pl.col(LINE) == pl.col(LINE).max().over(CHECKPOINT_KEY))
 
 
 #: An empty frame (a ``Frame`` kept only to spell its lines).
@@ -797,10 +857,14 @@ def _latest_per_rank(good: pl.DataFrame, out: Parsed, table: str,
     marked = good.with_columns(last.alias("__last"))
     for line, raw, kept in _spell_raw(frames, marked.filter(
             pl.col(LINE) != pl.col("__last"))).select(LINE, RAW, "__last").iter_rows():
-        out.rejects.append(Reject(
-            f"duplicate record: line {kept} has the same job_id, step and rank and is kept "
-            "(the last record in a file wins)", line, clip_raw(raw or ""), table))
+        out.rejects.append(Reject(duplicate_reason(kept), line, clip_raw(raw or ""), table))
     return marked.filter(pl.col(LINE) == pl.col("__last")).drop("__last")
+
+
+def duplicate_reason(kept: int) -> str:
+    """Why a record is rejected that the record at line ``kept`` replaces."""
+    return (f"duplicate record: line {kept} has the same job_id, step and rank and is kept "
+            "(the last record in a file wins)")
 
 
 def dtypes_nullable(table: str, col: str) -> bool:
