@@ -32,6 +32,7 @@ import duckdb
 import polars as pl
 
 from ckptwatch.analysis.unfinished import where_seen
+from ckptwatch.lake import signalstats
 from ckptwatch.lake.query import run_sql
 from ckptwatch.lake.seam import (
     PINNED_SAMPLES,
@@ -354,9 +355,10 @@ def _stall_features(con: duckdb.DuckDBPyConnection, job: list[str] | None) -> pl
         return stalls.with_columns([pl.lit(None, pl.Float64).alias(f) for f in FEATURES])
     ranks = run_sql(con, "select * from stall_ranks "
                     "where ($job is null or list_contains($job, job_id))", {"job": job})
-    with (pinned_views(con, PINNED_SAMPLES),
-          pinned_views(con, PINNED_SERIES, one_thread_if_short=True),
-          pinned_views(con, PINNED_STORED, only_stored=True)):
+    stored = signalstats.stored(con)  # the day's statistics, when stored for this connection
+    with (pinned_views(con, PINNED_SAMPLES, stored=stored),
+          pinned_views(con, PINNED_SERIES, one_thread_if_short=True, stored=stored),
+          pinned_views(con, PINNED_STORED, stored=stored, only_stored=True)):
         signals = run_sql(con, "select * from stall_signals "
                           "where ($job is null or list_contains($job, job_id))",
                           {"job": job})

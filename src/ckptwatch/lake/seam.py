@@ -275,7 +275,8 @@ def _definition(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
 
 @contextmanager
 def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
-                 one_thread_if_short: bool = False, use_stored: bool = True,
+                 one_thread_if_short: bool = False,
+                 stored: Mapping[str, Path] | None = None,
                  only_stored: bool = False) -> Iterator[None]:
     """Within the block, each view of ``names`` the connection has (or table macro without
     parameters) reads a temporary table of its rows, computed once on entry (the views
@@ -283,12 +284,11 @@ def pinned_views(con: duckdb.DuckDBPyConnection, names: Iterable[str], *,
     they were and the tables are gone. ``one_thread_if_short``: a table that runs out of
     DuckDB's memory on every thread is computed again on one (:func:`one_thread`). A view's
     rows depend on the session variables set before entry (detection settings).
-    ``use_stored``: the rows of a view that ``ckptwatch.lake.signalstats`` stored for the
-    connection's day and settings are read from their file instead (4); ``only_stored``: the
-    views without stored rows are not pinned."""
-    from ckptwatch.lake import signalstats  # the store (pyarrow): only when pinning
-
-    stored = signalstats.stored(con) if use_stored else {}
+    ``stored``: files of views' rows stored for the connection (``ckptwatch.lake.signalstats
+    .stored``, which the caller asks: it reads this module), read instead of computing them
+    (4); ``only_stored``: the views without stored rows are not pinned.
+    """
+    stored = stored or {}
     saved: list[tuple[str, str]] = []
     try:
         for name in names:

@@ -184,7 +184,7 @@ def store(lake: Lake, day: date, memory_limit: str | None) -> bool:
         if not con.execute("select coalesce(getvariable('counter_deltas_derived'), false)"
                            ).fetchall()[0][0]:
             return False  # the deltas are not stored: nothing to compute the day from
-        with pinned_views(con, STORED, one_thread_if_short=True, use_stored=False):
+        with pinned_views(con, STORED, one_thread_if_short=True):
             for name in STORED:
                 out = tmp / f"{name}.parquet"
                 # Identifiers from STORED, not values: no parameter for them or for the path.

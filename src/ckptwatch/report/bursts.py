@@ -99,9 +99,10 @@ def day_facts(con: duckdb.DuckDBPyConnection, t0: datetime, t1: datetime) -> dic
     """The daily report's ``pools`` facts over [t0, t1): per pool the day's demand against
     capacity (``days``), the bursts that began in it, and the demand per minute (the chart).
     ``pool_demand`` is computed once for the three (pinned)."""
+    from ckptwatch.lake import signalstats  # the store (pyarrow): only for the report
     from ckptwatch.lake.seam import pinned_views
 
-    with pinned_views(con, ("pool_demand",)):
+    with pinned_views(con, ("pool_demand",), stored=signalstats.stored(con)):
         days = pool_days(con)
         bursts = pool_bursts(con)
         minutes = run_sql(con, _MINUTES_SQL, {"t0": t0, "t1": t1})
