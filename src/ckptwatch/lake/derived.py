@@ -73,7 +73,14 @@ from ckptwatch.lake.freshness import (
 from ckptwatch.lake.query import connect, sql_string
 from ckptwatch.lake.schema import COUNTER_DELTAS as SCHEMA
 from ckptwatch.lake.schema import DERIVED_DIR, DERIVED_TABLES, SERIES_KEY
-from ckptwatch.lake.store import SCHEMA_PART, SCHEMA_PARTITION, Lake, atomic_write_bytes
+from ckptwatch.lake.store import (
+    SCHEMA_PART,
+    SCHEMA_PARTITION,
+    Lake,
+    atomic_write_bytes,
+    fsync_file,
+    replace_dir,
+)
 
 #: What a caller reads here besides ``refresh``: the layout and whether a day is fresh
 #: (``ckptwatch.lake.freshness``), the schemas (``ckptwatch.lake.schema``).
@@ -426,7 +433,7 @@ def _build_day(lake: Lake, day: date, previous: date | None, memory_limit: str |
                 written = [f for pair in outs for f in pair]
             con.sql(_STATE_SQL).write_parquet(str(tmp_state), compression="zstd")
             for f in written:
-                _fsync(f)
+                fsync_file(f)
             _fsync_replace(tmp_state, state)
             for table in (DELTAS, SERIES):
                 _replace_dir(tmps[table], finals[table])
@@ -457,24 +464,7 @@ def _gather(con: duckdb.DuckDBPyConnection, lasts: Sequence[pa.Table], n_batches
             con.unregister("derived_batch_last")
 
 
-def _fsync(path: Path) -> None:
-    with open(path, "rb") as fh:
-        os.fsync(fh.fileno())
-
-
 def _replace_dir(new: Path, path: Path) -> None:
     """Rename directory ``new`` to ``path``, replacing it (a crash in between leaves the day
     without rows: stale, rebuilt by the next refresh; the old rows go to a sibling first)."""
-    old = path.parent.parent / f"{path.parent.name}{_OLD}" / path.name
-    shutil.rmtree(old, ignore_errors=True)
-    if path.exists():
-        old.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, old)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(new, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(new, path, path.parent.parent / f"{path.parent.name}{_OLD}" / path.name)

@@ -36,7 +36,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import os
 import re
 import shutil
 from datetime import date
@@ -47,8 +46,10 @@ import duckdb
 from ckptwatch.lake.freshness import derived_dir, manifest, raw_days
 from ckptwatch.lake.query import sql_string
 from ckptwatch.lake.seam import PINNED_SAMPLES, PINNED_SERIES, PINNED_STORED
-from ckptwatch.lake.store import Lake
+from ckptwatch.lake.store import Lake, fsync_file, replace_dir
 
+#: How a written file is made durable (a name of this module, which the tests replace).
+_fsync = fsync_file
 #: The pinned views and table macros stored, in pin order (each may read the ones before it).
 STORED: tuple[str, ...] = (*PINNED_SAMPLES, *PINNED_SERIES, *PINNED_STORED)
 STATS = "signal_stats"
@@ -195,7 +196,7 @@ def store(lake: Lake, day: date, memory_limit: str | None) -> bool:
         key_path.write_text(json.dumps({"key": key, "variables": _variables(con)},
                                        indent=1, sort_keys=True))
         _fsync(key_path)
-        _replace(tmp, final)
+        replace_dir(tmp, final)
         return True
     finally:
         con.close()
@@ -208,20 +209,4 @@ def remove(lake: Lake, day: date) -> None:
     """Drop a day's statistics (its raw parts are gone)."""
     shutil.rmtree(day_dir(lake, day), ignore_errors=True)
 
-
-def _fsync(path: Path) -> None:
-    with open(path, "rb") as fh:
-        os.fsync(fh.fileno())
-
-
-def _replace(new: Path, path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(new, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 

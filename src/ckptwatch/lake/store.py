@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -147,6 +148,31 @@ def _write_parquet(table: pa.Table, where: Any) -> None:
                    write_statistics=[f.name for f in table.schema
                                      if f.name not in strings or f.name in STAT_STRINGS]
                    or False)
+
+
+def fsync_file(path: Path) -> None:
+    """fsync one written file (opened read-only: a file another step wrote and closed)."""
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def replace_dir(new: Path, path: Path, old: Path | None = None) -> None:
+    """Rename directory ``new`` to ``path``, replacing it, and fsync their parent. ``old``: where
+    the replaced directory goes first (removed after; a crash in between leaves ``path``
+    without rows, never half of them); None: it is removed before the rename."""
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        if old is None:
+            shutil.rmtree(path)
+        else:
+            old.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, old)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(new, path)
+    _fsync_dir(path.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
